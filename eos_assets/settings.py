@@ -1,0 +1,68 @@
+"""The configuration contract: one typed object read from ``EOS_*`` environment variables."""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eos_assets.lib.errors import ConfigError
+
+# EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
+_KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the product reads from the environment; all fields have local defaults.
+
+    Attributes:
+        kafka_bootstrap: Kafka bootstrap servers; None means "the embedded broker".
+        topics: topics to ingest.
+        lake_root: root of the Delta tables (local path or object-store URI).
+        warehouse: path of the DuckDB serving database.
+        spark_master: Spark master URL.
+        state_dir: where the embedded broker keeps its data and address file.
+        kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
+            (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
+    """
+
+    kafka_bootstrap: str | None = None
+    topics: tuple[str, ...] = ("orders",)
+    lake_root: str = ".eos/lake"
+    warehouse: str = ".eos/warehouse.duckdb"
+    spark_master: str = "local[*]"
+    state_dir: str = ".eos"
+    kafka_client: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """Read the settings from ``env`` (default: the process environment)."""
+        env = os.environ if env is None else env
+        topics = tuple(t.strip() for t in env.get("EOS_TOPICS", "orders").split(",") if t.strip())
+        if not topics:
+            raise ConfigError("EOS_TOPICS is empty: set it to a comma-separated list of topics")
+        return cls(
+            kafka_bootstrap=env.get("EOS_KAFKA_BOOTSTRAP") or None,
+            topics=topics,
+            lake_root=env.get("EOS_LAKE_ROOT") or ".eos/lake",
+            warehouse=env.get("EOS_WAREHOUSE") or ".eos/warehouse.duckdb",
+            spark_master=env.get("EOS_SPARK_MASTER") or "local[*]",
+            state_dir=env.get("EOS_STATE_DIR") or ".eos",
+            kafka_client=kafka_client_properties(env),
+        )
+
+    def table_uri(self, *key: str) -> str:
+        """Return the location of the Delta table of asset key ``key`` under the lake root."""
+        root = self.lake_root.rstrip("/")
+        if "://" not in root:
+            root = str(Path(root).resolve())
+        return "/".join([root, *key])
+
+
+def kafka_client_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """Map ``EOS_KAFKA_SASL_MECHANISM=PLAIN`` style variables to librdkafka properties."""
+    props: dict[str, str] = {}
+    for name, value in env.items():
+        if name.startswith("EOS_KAFKA_") and name not in _KAFKA_RESERVED:
+            props[name.removeprefix("EOS_KAFKA_").lower().replace("_", ".")] = value
+    return props
