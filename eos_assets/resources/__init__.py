@@ -1,0 +1,24 @@
+"""Dagster resources, built from the settings contract."""
+
+import dagster as dg
+
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import spark_resource
+from eos_assets.resources.warehouse import WarehouseResource
+from eos_assets.settings import Settings
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """Every resource the assets use, configured from ``settings``."""
+    return {
+        "kafka": KafkaResource(
+            bootstrap_servers=settings.kafka_bootstrap,
+            sasl_password=dg.EnvVar("EOS_KAFKA_SASL_PASSWORD")
+            if "sasl.password" in settings.kafka_client
+            else None,
+        ),
+        "lake": LakeResource(root=settings.lake_root),
+        "pyspark": spark_resource(settings),
+        "warehouse": WarehouseResource(path=settings.warehouse),
+    }

@@ -1,0 +1,55 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Everything they need is
+# installed here, into .venv, from the pinned constraints.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
+
+.PHONY: install demo test lint ui bench broker-up broker-down preflight lock clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+preflight: $(STAMP)
+	@$(BIN)/python -m eos_assets.preflight
+
+demo: preflight
+	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
+	$(BIN)/eos-assets demo
+
+test: preflight
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check eos_assets eos_assets_tests
+	$(BIN)/ruff format --check eos_assets eos_assets_tests
+	$(BIN)/pyright
+
+ui: preflight
+	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
+	@$(BIN)/python -m eos_assets.preflight --port $${DAGSTER_PORT:-3000}
+	$(BIN)/dagster dev -w workspace.yaml -p $${DAGSTER_PORT:-3000}
+
+broker-up: $(STAMP)
+	$(BIN)/eos-assets broker up
+
+broker-down: $(STAMP)
+	$(BIN)/eos-assets broker down
+
+# Re-resolve the pins after a change to pyproject.toml.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
+	rm -rf .lock-venv
+
+clean:
+	-$(BIN)/eos-assets broker down
+	rm -rf .eos

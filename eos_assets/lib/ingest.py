@@ -1,0 +1,177 @@
+"""Exactly-once ingest of Kafka ranges into the bronze Delta table (ARCHITECTURE.md, protocol).
+
+Plan from the table's ``txn`` record, read the ranges in Spark tasks that each write one
+Parquet file, then commit every file plus one ``txn`` action per partition in one Delta commit
+from the snapshot the plan read. A conflicting commit makes this run re-plan; a range another
+run already committed is never committed again.
+"""
+
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from eos_assets.lib import delta_io
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
+from eos_assets.lib.ranges import (
+    OffsetRange,
+    PartitionPlan,
+    merged_ends,
+    plan_ranges,
+    split_for_slots,
+    start_offsets,
+)
+from eos_assets.lib.reader import WrittenFile, read_range_to_file, reader_config
+from eos_assets.lib.schema import BRONZE_SCHEMA
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How one ingest run behaves.
+
+    Attributes:
+        max_records: cap on offsets read per run, shared across partitions (None: no cap).
+        read_timeout_s: a range not read completely within this time fails the run.
+        group_id: consumer group that receives the advisory offset commit.
+        min_split: ranges are split for idle task slots only down to this many offsets.
+    """
+
+    max_records: int | None = None
+    read_timeout_s: float = 300.0
+    group_id: str = "eos-assets"
+    min_split: int = 50_000
+
+
+@dataclass
+class IngestOutcome:
+    """What one ingest run did; ``version`` is None when nothing was committed."""
+
+    run_id: str
+    version: int | None = None
+    plans: list[PartitionPlan] = field(default_factory=list)
+    files: list[WrittenFile] = field(default_factory=list)
+    attempts: int = 0
+    advisory_committed: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """Records committed by this run."""
+        return sum(f.records for f in self.files)
+
+    @property
+    def malformed(self) -> int:
+        """Malformed records committed by this run (kept in bronze with ``error`` set)."""
+        return sum(f.malformed for f in self.files)
+
+    def ranges(self) -> list[dict[str, int | str]]:
+        """Committed ranges per partition with record and gap counts (markers, aborted)."""
+        merged: dict[tuple[str, int], dict[str, int | str]] = {}
+        for f in sorted(self.files, key=lambda f: (f.range.topic, f.range.partition, f.range.start)):
+            tp = (f.range.topic, f.range.partition)
+            row = merged.setdefault(tp, {**f.range.as_dict(), "records": 0, "malformed": 0})
+            row["end"] = f.range.end
+            row["records"] = int(row["records"]) + f.records
+            row["malformed"] = int(row["malformed"]) + f.malformed
+        for row in merged.values():
+            row["gaps"] = int(row["end"]) - int(row["start"]) - int(row["records"])
+        return list(merged.values())
+
+
+def ingest_bronze(
+    spark: SparkSession,
+    table_uri: str,
+    topics: Sequence[str],
+    client_config: Mapping[str, str],
+    options: IngestOptions | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> IngestOutcome:
+    """Ingest every committed record of ``topics`` not yet in the table, exactly once.
+
+    Raises:
+        EosError: the broker, a topic or the lake root is unusable, or the ranges could not be
+            committed after repeated conflicts with concurrent writers.
+    """
+    options = options or IngestOptions()
+    outcome = IngestOutcome(run_id=uuid.uuid4().hex)
+    clock = time.monotonic()
+    delta_io.ensure_table(table_uri, BRONZE_SCHEMA, storage_options)
+    read_config = reader_config(client_config)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        outcome.attempts = attempt
+        began = time.monotonic()
+        bounds = partition_bounds(client_config, topics)
+        dt = delta_io.load(table_uri, storage_options)
+        apps = {tp: f"eos:{tp[0]}:{tp[1]}" for tp in bounds}
+        seen = delta_io.positions(dt, apps.values())
+        plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
+        ranges = plan_ranges(plans, options.max_records)
+        outcome.plans = plans
+        outcome.seconds["plan"] = time.monotonic() - began
+        if not ranges:
+            outcome.seconds["total"] = time.monotonic() - clock
+            return outcome
+
+        began = time.monotonic()
+        files = _read(spark, ranges, read_config, table_uri, options)
+        outcome.seconds["read"] = time.monotonic() - began
+
+        began = time.monotonic()
+        ends = merged_ends(ranges)
+        txns = {apps[tp]: end for tp, end in ends.items()}
+        # Skip replays: a range committed meanwhile by another run is never committed again.
+        latest = delta_io.positions(delta_io.load(table_uri, storage_options), txns)
+        if any(latest[a] != seen[a] for a in txns):
+            log.warning("positions moved during run %s; re-planning", outcome.run_id)
+            continue
+        outcome.files = files
+        metadata = {
+            "eos.operation": "ingest",
+            "eos.run_id": outcome.run_id,
+            "eos.ranges": outcome.ranges(),
+        }
+        actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
+        try:
+            delta_io.commit_files(dt, actions, BRONZE_SCHEMA, txns, metadata)
+        except delta_io.CommitFailedError:
+            log.warning("concurrent commit on the same partitions; run %s re-plans", outcome.run_id)
+            outcome.files = []
+            continue
+        outcome.seconds["commit"] = time.monotonic() - began
+        outcome.version = delta_io.find_commit(table_uri, "eos.run_id", outcome.run_id, storage_options)
+
+        began = time.monotonic()
+        final = [OffsetRange(tp[0], tp[1], 0, end) for tp, end in ends.items()]
+        outcome.advisory_committed = commit_advisory(client_config, options.group_id, final)
+        outcome.seconds["advise"] = time.monotonic() - began
+        outcome.seconds["total"] = time.monotonic() - clock
+        return outcome
+    raise EosError(
+        f"ingest into {table_uri} lost {MAX_ATTEMPTS} commit races with concurrent writers: "
+        "let only one ingest run at a time (the eos_ingest pool) and retry"
+    )
+
+
+def _read(
+    spark: SparkSession,
+    ranges: Sequence[OffsetRange],
+    config: Mapping[str, str],
+    table_uri: str,
+    options: IngestOptions,
+) -> list[WrittenFile]:
+    sc = spark.sparkContext
+    pieces = split_for_slots(ranges, sc.defaultParallelism, options.min_split)
+    task = functools.partial(
+        read_range_to_file, config=dict(config), table_uri=table_uri, timeout_s=options.read_timeout_s
+    )
+    sc.setJobDescription(f"eos ingest: {len(pieces)} ranges")
+    return sc.parallelize(pieces, len(pieces)).map(task).collect()

@@ -1,0 +1,95 @@
+"""Driver-side Kafka calls: partition bounds for planning and the advisory group commit."""
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.ranges import OffsetRange
+
+log = logging.getLogger(__name__)
+
+
+def _consumer(client_config: Mapping[str, str], group_id: str) -> Consumer:
+    return Consumer(
+        {
+            **client_config,
+            "group.id": group_id,
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+            "allow.auto.create.topics": "false",
+        }
+    )
+
+
+def partition_bounds(
+    client_config: Mapping[str, str],
+    topics: Sequence[str],
+    timeout_s: float = 10.0,
+    group_id: str = "eos-assets-planner",
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(low watermark, last stable offset)`` of every partition of ``topics``.
+
+    With ``isolation.level=read_committed`` the broker reports the last stable offset as the
+    end, never the high watermark: a range that ended inside an open transaction would never
+    complete.
+
+    Raises:
+        BrokerError: the broker does not answer, or a topic does not exist.
+    """
+    bootstrap = client_config.get("bootstrap.servers", "?")
+    consumer = _consumer(client_config, group_id)
+    try:
+        bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic in topics:
+            try:
+                meta = consumer.list_topics(topic, timeout=timeout_s)
+            except KafkaException as exc:
+                raise BrokerError(
+                    f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): start it "
+                    "(`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+                ) from exc
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                raise BrokerError(
+                    f"topic {topic!r} does not exist on {bootstrap}: create it "
+                    "(`eos-assets produce` does) or fix EOS_TOPICS"
+                )
+            for partition in sorted(info.partitions):
+                tp = TopicPartition(topic, partition)
+                try:
+                    low, end = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+                except KafkaException as exc:
+                    raise BrokerError(
+                        f"cannot read the offsets of {topic}[{partition}] from {bootstrap} "
+                        f"({exc.args[0].str()}): check the broker"
+                    ) from exc
+                bounds[(topic, partition)] = (low, end)
+        return bounds
+    finally:
+        consumer.close()
+
+
+def commit_advisory(
+    client_config: Mapping[str, str], group_id: str, ends: Iterable[OffsetRange]
+) -> bool:
+    """Commit the new positions to the consumer group so external lag tools see them.
+
+    The Delta table is the source of truth; a failure here loses nothing (the next run plans
+    from Delta) and is logged, not raised.
+    """
+    offsets = [TopicPartition(r.topic, r.partition, r.end) for r in ends]
+    if not offsets:
+        return True
+    consumer = _consumer(client_config, group_id)
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+        return True
+    except KafkaException as exc:
+        err = exc.args[0]
+        reason = err.str() if isinstance(err, KafkaError) else str(err)
+        log.warning("advisory commit to group %s failed (%s); Delta holds the offsets", group_id, reason)
+        return False
+    finally:
+        consumer.close()

@@ -1,0 +1,128 @@
+"""Read one offset range inside a Spark task and write it as one Parquet file of the table.
+
+Runs on executors: plain Python, picklable inputs and outputs, no Spark or Dagster objects.
+Nothing here commits; the driver commits every file of a run in one Delta transaction, so a
+task that fails or is killed leaves at most an orphan file that no reader ever sees.
+"""
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from eos_assets.lib.delta_stats import file_stats
+from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.ranges import OffsetRange
+from eos_assets.lib.schema import to_bronze_table
+
+# The embedded broker may answer one fetch with the whole rest of a partition.
+_READER_DEFAULTS = {
+    "group.id": "eos-assets-reader",
+    "enable.auto.commit": "false",
+    "enable.partition.eof": "true",
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "error",
+    "receive.message.max.bytes": "1000000000",
+}
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One Parquet file written for one range, ready to be added to the table."""
+
+    range: OffsetRange
+    path: str
+    size: int
+    stats: str
+    records: int
+    malformed: int
+    first_offset: int | None
+    last_offset: int | None
+    read_seconds: float
+
+
+def reader_config(client_config: Mapping[str, str]) -> dict[str, str]:
+    """Consumer properties for range readers: the user's client config plus what EOS needs."""
+    return {**client_config, **_READER_DEFAULTS}
+
+
+def fetch_range(r: OffsetRange, config: Mapping[str, str], timeout_s: float) -> pa.Table:
+    """Consume ``[r.start, r.end)`` with read_committed and return it as a bronze table.
+
+    The range is complete when a record at ``end - 1`` arrives, when the consumer's position
+    passes ``end`` (it moves past commit and abort markers), or at a partition EOF at or past
+    ``end``. Offsets inside the range may be missing (markers, aborted records): that is normal.
+
+    Raises:
+        BrokerError: the range could not be read completely before ``timeout_s``.
+    """
+    offsets: list[int] = []
+    stamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    consumer = Consumer(dict(config))
+    deadline = time.monotonic() + timeout_s
+    try:
+        tp = TopicPartition(r.topic, r.partition, r.start)
+        consumer.assign([tp])
+        done = r.start >= r.end
+        while not done:
+            for msg in consumer.consume(10_000, 0.1):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        done = done or (msg.offset() or 0) >= r.end
+                        continue
+                    raise BrokerError(f"reading {r.topic}[{r.partition}] failed: {err.str()}")
+                offset = msg.offset() or 0
+                if offset >= r.end:
+                    done = True
+                    break
+                offsets.append(offset)
+                stamps.append(msg.timestamp()[1])
+                keys.append(msg.key())
+                values.append(msg.value())
+                done = done or offset >= r.end - 1
+            if not done:
+                position = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset
+                done = position >= r.end
+            if not done and time.monotonic() > deadline:
+                raise BrokerError(
+                    f"reading {r.topic}[{r.partition}] offsets [{r.start}, {r.end}) did not "
+                    f"finish in {timeout_s:.0f}s (got {len(offsets)} records): check the broker "
+                    "or raise read_timeout_s"
+                )
+    finally:
+        consumer.close()
+    return to_bronze_table(r.topic, r.partition, offsets, stamps, keys, values)
+
+
+def read_range_to_file(
+    r: OffsetRange, config: Mapping[str, str], table_uri: str, timeout_s: float
+) -> WrittenFile:
+    """Read one range and write it as one Parquet file inside the table folder (not committed)."""
+    began = time.monotonic()
+    table = fetch_range(r, config, timeout_s)
+    name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
+    fs, root = pafs.FileSystem.from_uri(table_uri)
+    target = f"{root.rstrip('/')}/{name}"
+    pq.write_table(table, target, filesystem=fs, compression="snappy")
+    size = fs.get_file_info(target).size or 0
+    error = table.column("error")
+    offsets = table.column("offset")
+    return WrittenFile(
+        range=r,
+        path=name,
+        size=size,
+        stats=file_stats(table),
+        records=table.num_rows,
+        malformed=table.num_rows - error.null_count if table.num_rows else 0,
+        first_offset=offsets[0].as_py() if table.num_rows else None,
+        last_offset=offsets[-1].as_py() if table.num_rows else None,
+        read_seconds=time.monotonic() - began,
+    )

@@ -1,0 +1,53 @@
+"""What Spark needs from the machine, checked before a JVM is started."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from eos_assets.lib.errors import JavaMissingError
+
+
+def require_java() -> str:
+    """Return the ``java`` executable Spark will use.
+
+    Raises:
+        JavaMissingError: no Java runtime is found (one line with the fix).
+    """
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if java.exists():
+            return str(java)
+        raise JavaMissingError(
+            f"JAVA_HOME={home} has no bin/java: point JAVA_HOME at a Java 17 runtime or unset it"
+        )
+    found = shutil.which("java")
+    if found is None:
+        raise JavaMissingError(
+            "Java is not installed and Spark needs it: install a Java 17 runtime "
+            "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    return found
+
+
+def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
+    """Spark settings shared by every session of the product.
+
+    Executors run the Python of this process in local mode; on a cluster they use
+    ``PYSPARK_PYTHON`` when set, so the same packages must be installed there.
+    """
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable if master.startswith("local") else "")
+    config = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    }
+    if python:
+        config["spark.pyspark.python"] = python
+    return config

@@ -1,0 +1,44 @@
+"""Checks run before `make demo`, `make test` and `make ui`: one line each when something is off."""
+
+import argparse
+import socket
+import sys
+
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.spark_env import require_java
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 1 with one line saying what to do when Java is missing or a port is busy."""
+    parser = argparse.ArgumentParser(prog="python -m eos_assets.preflight")
+    parser.add_argument("--port", type=int, action="append", default=[], help="must be free")
+    args = parser.parse_args(argv)
+    try:
+        require_java()
+    except EosError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for port in args.port:
+        if not port_free(port):
+            print(
+                f"error: port {port} is busy: stop what uses it or pick another "
+                "(e.g. DAGSTER_PORT=3001 make ui)",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Kafka client settings as a Dagster resource."""
+
+import dagster as dg
+from pydantic import Field
+
+from eos_assets.settings import Settings
+
+
+class KafkaResource(dg.ConfigurableResource):
+    """Connection to the Kafka cluster the topics are read from.
+
+    Extra librdkafka properties come from ``EOS_KAFKA_<NAME>`` variables at run time (for
+    example ``EOS_KAFKA_SECURITY_PROTOCOL=SASL_SSL``), so secrets never appear in the config
+    the UI shows; ``sasl_password`` is meant to be given as ``dg.EnvVar``.
+    """
+
+    bootstrap_servers: str | None = Field(
+        default=None,
+        description="Bootstrap servers; empty means the embedded broker from `eos-assets broker up`.",
+    )
+    security_protocol: str | None = Field(default=None, description="PLAINTEXT, SSL, SASL_SSL...")
+    sasl_mechanism: str | None = Field(default=None, description="PLAIN, SCRAM-SHA-512, ...")
+    sasl_username: str | None = Field(default=None, description="SASL user name.")
+    sasl_password: str | None = Field(default=None, description="SASL password (use dg.EnvVar).")
+    consumer_group: str = Field(
+        default="eos-assets",
+        description="Group that receives the advisory offset commits (for lag tools).",
+    )
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka properties for every client the product creates."""
+        settings = Settings.from_env()
+        config = dict(settings.kafka_client)
+        config["bootstrap.servers"] = self.bootstrap_servers or settings.bootstrap()
+        for key, value in {
+            "security.protocol": self.security_protocol,
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password,
+        }.items():
+            if value:
+                config[key] = value
+        return config
