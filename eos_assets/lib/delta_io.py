@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction
@@ -78,8 +80,13 @@ def commit_files(
     dt.create_write_transaction(list(actions), mode="append", schema=schema, commit_properties=props)
 
 
-def find_commit(uri: str, key: str, value: str, storage_options: Mapping[str, str] | None = None,
-                limit: int = 50) -> int:
+def find_commit(
+    uri: str,
+    key: str,
+    value: str,
+    storage_options: Mapping[str, str] | None = None,
+    limit: int = 50,
+) -> int:
     """The version of the recent commit whose metadata has ``key == value``.
 
     Raises:
@@ -89,3 +96,29 @@ def find_commit(uri: str, key: str, value: str, storage_options: Mapping[str, st
         if entry.get(key) == value:
             return int(entry["version"])
     raise EosError(f"commit with {key}={value} not found in the last {limit} versions of {uri}")
+
+
+def read_arrow(
+    uri: str, storage_options: Mapping[str, str] | None = None, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The latest snapshot of a small table as Arrow, read from its file list.
+
+    Reads the Parquet files through an explicit pyarrow filesystem (delta-rs's default one can
+    abort the interpreter at exit); valid because tables here have no deletion vectors.
+    """
+    dt = load(uri, storage_options)
+    schema = pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
+    files = dt.file_uris()
+    if not files:
+        empty = schema.empty_table()
+        return empty.select(list(columns)) if columns else empty
+    fs, _ = pafs.FileSystem.from_uri(files[0])
+    paths = [pafs.FileSystem.from_uri(f)[1] for f in files]
+    return pq.read_table(
+        paths, filesystem=fs, columns=list(columns) if columns else None, schema=schema
+    )
+
+
+def spark_files(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """Data files of the latest snapshot, for ``spark.read.parquet(*files)``."""
+    return load(uri, storage_options).file_uris()

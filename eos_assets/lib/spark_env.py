@@ -31,6 +31,16 @@ def require_java() -> str:
     return found
 
 
+def use_this_python(master: str) -> None:
+    """Make local Spark tasks run this interpreter (and so see this environment's packages).
+
+    PySpark picks the worker Python for RDD functions from ``PYSPARK_PYTHON`` when the
+    context starts, not from the session config, and falls back to ``python3`` on the PATH.
+    """
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
     """Spark settings shared by every session of the product.
 

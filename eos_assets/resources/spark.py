@@ -3,7 +3,7 @@
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.lib.spark_env import require_java, spark_config
+from eos_assets.lib.spark_env import require_java, spark_config, use_this_python
 from eos_assets.settings import Settings
 
 
@@ -15,4 +15,5 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
 def spark_session(resource: LazyPySparkResource) -> SparkSession:
     """The resource's session, after checking that Java is there (one-line error otherwise)."""
     require_java()
+    use_this_python(resource.spark_config.get("spark.master", "local[*]"))
     return resource.spark_session
