@@ -90,8 +90,7 @@ def _fmt_summary(produced: object) -> str:
 
 
 def _bronze_metadata(result: dg.ExecuteInProcessResult) -> dict:
-    for event in result.get_asset_materialization_events():
-        mat = event.asset_materialization
-        if mat is not None and mat.asset_key == RAW_EVENTS:
+    for mat in result.asset_materializations_for_node("bronze__raw_events"):
+        if mat.asset_key == RAW_EVENTS:
             return {k: v.value for k, v in mat.metadata.items()}
     raise EosError("the demo run did not materialize bronze/raw_events")

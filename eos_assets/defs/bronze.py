@@ -9,7 +9,6 @@ from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
-from eos_assets.settings import Settings
 
 RAW_EVENTS = dg.AssetKey(["bronze", "raw_events"])
 INGEST_POOL = "eos_ingest"
@@ -56,7 +55,7 @@ def raw_events(
         outcome = ingest_bronze(
             spark_session(pyspark),
             table_uri,
-            Settings.from_env().topics,
+            kafka.topics,
             client_config,
             options,
             lake.storage_options,

@@ -14,6 +14,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     return {
         "kafka": KafkaResource(
             bootstrap_servers=settings.kafka_bootstrap,
+            topics=list(settings.topics),
             sasl_password=dg.EnvVar("EOS_KAFKA_SASL_PASSWORD")
             if "sasl.password" in settings.kafka_client
             else None,

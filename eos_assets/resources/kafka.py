@@ -22,6 +22,10 @@ class KafkaResource(dg.ConfigurableResource):
     sasl_mechanism: str | None = Field(default=None, description="PLAIN, SCRAM-SHA-512, ...")
     sasl_username: str | None = Field(default=None, description="SASL user name.")
     sasl_password: str | None = Field(default=None, description="SASL password (use dg.EnvVar).")
+    topics: list[str] = Field(
+        default_factory=lambda: list(Settings.from_env().topics),
+        description="Topics to ingest (EOS_TOPICS).",
+    )
     consumer_group: str = Field(
         default="eos-assets",
         description="Group that receives the advisory offset commits (for lag tools).",
