@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_assets.lib import broker
 from eos_assets.lib.errors import ConfigError
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
@@ -50,6 +51,16 @@ class Settings:
             state_dir=env.get("EOS_STATE_DIR") or ".eos",
             kafka_client=kafka_client_properties(env),
         )
+
+    def bootstrap(self) -> str:
+        """Return the Kafka bootstrap servers: ``EOS_KAFKA_BOOTSTRAP`` or the embedded broker.
+
+        Raises:
+            BrokerError: neither is set up.
+        """
+        if self.kafka_bootstrap:
+            return self.kafka_bootstrap
+        return broker.embedded_bootstrap(Path(self.state_dir))
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""

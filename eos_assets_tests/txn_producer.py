@@ -5,7 +5,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 
 @dataclass
@@ -39,11 +39,11 @@ def send_transaction(
     sent = Sent(committed=commit)
     errors: list[str] = []
 
-    def on_delivery(err, msg) -> None:  # noqa: ANN001 - librdkafka callback signature
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             errors.append(str(err))
         else:
-            sent.records.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+            sent.records.append((msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value()))
 
     producer.init_transactions(30)
     producer.begin_transaction()

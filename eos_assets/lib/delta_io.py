@@ -77,7 +77,9 @@ def commit_files(
         custom_metadata=dict(metadata),
         app_transactions=[Transaction(a, v) for a, v in sorted(txns.items())],
     )
-    dt.create_write_transaction(list(actions), mode="append", schema=schema, commit_properties=props)
+    dt.create_write_transaction(
+        list(actions), mode="append", schema=schema, commit_properties=props
+    )
 
 
 def find_commit(

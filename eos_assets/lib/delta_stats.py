@@ -1,4 +1,7 @@
-"""Delta file statistics (``numRecords``, min/max, null counts) for files written outside delta-rs."""
+"""Delta file statistics (numRecords, min/max, null counts) for files written by Spark tasks."""
+
+# pyright: reportAttributeAccessIssue=false
+# (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
 import json
 from datetime import datetime

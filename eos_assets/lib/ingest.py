@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from pyspark.sql import SparkSession
 
@@ -73,18 +74,43 @@ class IngestOutcome:
         """Malformed records committed by this run (kept in bronze with ``error`` set)."""
         return sum(f.malformed for f in self.files)
 
-    def ranges(self) -> list[dict[str, int | str]]:
+    def ranges(self) -> list["CommittedRange"]:
         """Committed ranges per partition with record and gap counts (markers, aborted)."""
-        merged: dict[tuple[str, int], dict[str, int | str]] = {}
-        for f in sorted(self.files, key=lambda f: (f.range.topic, f.range.partition, f.range.start)):
-            tp = (f.range.topic, f.range.partition)
-            row = merged.setdefault(tp, {**f.range.as_dict(), "records": 0, "malformed": 0})
-            row["end"] = f.range.end
-            row["records"] = int(row["records"]) + f.records
-            row["malformed"] = int(row["malformed"]) + f.malformed
+        merged: dict[tuple[str, int], CommittedRange] = {}
+        for f in sorted(
+            self.files, key=lambda f: (f.range.topic, f.range.partition, f.range.start)
+        ):
+            r = f.range
+            row = merged.setdefault(
+                (r.topic, r.partition),
+                CommittedRange(
+                    topic=r.topic,
+                    partition=r.partition,
+                    start=r.start,
+                    end=r.end,
+                    records=0,
+                    malformed=0,
+                    gaps=0,
+                ),
+            )
+            row["end"] = r.end
+            row["records"] += f.records
+            row["malformed"] += f.malformed
         for row in merged.values():
-            row["gaps"] = int(row["end"]) - int(row["start"]) - int(row["records"])
+            row["gaps"] = row["end"] - row["start"] - row["records"]
         return list(merged.values())
+
+
+class CommittedRange(TypedDict):
+    """One partition's range as written into the commit metadata (``eos.ranges``)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int
+    malformed: int
+    gaps: int
 
 
 def ingest_bronze(
@@ -147,7 +173,9 @@ def ingest_bronze(
             outcome.files = []
             continue
         outcome.seconds["commit"] = time.monotonic() - began
-        outcome.version = delta_io.find_commit(table_uri, "eos.run_id", outcome.run_id, storage_options)
+        outcome.version = delta_io.find_commit(
+            table_uri, "eos.run_id", outcome.run_id, storage_options
+        )
 
         began = time.monotonic()
         final = [OffsetRange(tp[0], tp[1], 0, end) for tp, end in ends.items()]
@@ -171,7 +199,10 @@ def _read(
     sc = spark.sparkContext
     pieces = split_for_slots(ranges, sc.defaultParallelism, options.min_split)
     task = functools.partial(
-        read_range_to_file, config=dict(config), table_uri=table_uri, timeout_s=options.read_timeout_s
+        read_range_to_file,
+        config=dict(config),
+        table_uri=table_uri,
+        timeout_s=options.read_timeout_s,
     )
     sc.setJobDescription(f"eos ingest: {len(pieces)} ranges")
     return sc.parallelize(pieces, len(pieces)).map(task).collect()

@@ -89,7 +89,9 @@ def commit_advisory(
     except KafkaException as exc:
         err = exc.args[0]
         reason = err.str() if isinstance(err, KafkaError) else str(err)
-        log.warning("advisory commit to group %s failed (%s); Delta holds the offsets", group_id, reason)
+        log.warning(
+            "advisory commit to group %s failed (%s); Delta holds the offsets", group_id, reason
+        )
         return False
     finally:
         consumer.close()

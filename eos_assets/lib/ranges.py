@@ -39,7 +39,12 @@ class OffsetRange:
 
     def as_dict(self) -> dict[str, str | int]:
         """JSON-ready form, as written into the Delta commit metadata."""
-        return {"topic": self.topic, "partition": self.partition, "start": self.start, "end": self.end}
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "start": self.start,
+            "end": self.end,
+        }
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,9 @@ def start_offsets(
     return plans
 
 
-def plan_ranges(plans: Sequence[PartitionPlan], max_records: int | None = None) -> list[OffsetRange]:
+def plan_ranges(
+    plans: Sequence[PartitionPlan], max_records: int | None = None
+) -> list[OffsetRange]:
     """Turn partition plans into ranges, sharing ``max_records`` fairly across partitions.
 
     Each partition gets an equal share of the cap; what a partition with little lag does not
@@ -138,7 +145,9 @@ def _share(wants: dict[TopicPartition, int], cap: int) -> dict[TopicPartition, i
     return given
 
 
-def split_for_slots(ranges: Sequence[OffsetRange], slots: int, min_size: int = 10_000) -> list[OffsetRange]:
+def split_for_slots(
+    ranges: Sequence[OffsetRange], slots: int, min_size: int = 10_000
+) -> list[OffsetRange]:
     """Split ranges into more pieces when there are fewer ranges than task slots.
 
     One range per partition is the default; only when partitions are fewer than the slots are

@@ -16,7 +16,7 @@ class KafkaResource(dg.ConfigurableResource):
 
     bootstrap_servers: str | None = Field(
         default=None,
-        description="Bootstrap servers; empty means the embedded broker from `eos-assets broker up`.",
+        description="Bootstrap servers; empty: the embedded broker of `eos-assets broker up`.",
     )
     security_protocol: str | None = Field(default=None, description="PLAINTEXT, SSL, SASL_SSL...")
     sasl_mechanism: str | None = Field(default=None, description="PLAIN, SCRAM-SHA-512, ...")

@@ -49,7 +49,11 @@ def test_materialize_twice_is_idempotent(
     assert {r["partition"]: r["records"] for r in first["ranges"]} == {0: 15, 1: 15}
     uri = LakeResource(root=lake_root).table_uri("bronze", "raw_events")
     t = delta_io.read_arrow(uri)
-    got = set(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True))
+    got = set(
+        zip(
+            t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True
+        )
+    )
     assert got == committed_truth(sent) and t.num_rows == 30
 
 
@@ -57,7 +61,9 @@ def _cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
     home = tmp_path / "dagster_home"
     home.mkdir(exist_ok=True)
-    env.update(DAGSTER_HOME=str(home), EOS_SPARK_MASTER="local[2]", EOS_STATE_DIR=str(tmp_path / "state"))
+    env.update(
+        DAGSTER_HOME=str(home), EOS_SPARK_MASTER="local[2]", EOS_STATE_DIR=str(tmp_path / "state")
+    )
     env.update(extra)
     return env
 
@@ -68,18 +74,40 @@ def test_dagster_cli_materializes_with_only_settings_env(
     topic = make_topic(partitions=3)
     sent = [send_transaction(kafka_bootstrap, topic, batch(24, 3))]
     lake = tmp_path / "lake"
-    env = _cli_env(tmp_path, EOS_KAFKA_BOOTSTRAP=kafka_bootstrap, EOS_TOPICS=topic, EOS_LAKE_ROOT=str(lake))
-    cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions", "--select", "bronze/raw_events"]
+    env = _cli_env(
+        tmp_path, EOS_KAFKA_BOOTSTRAP=kafka_bootstrap, EOS_TOPICS=topic, EOS_LAKE_ROOT=str(lake)
+    )
+    cmd = [
+        DAGSTER,
+        "asset",
+        "materialize",
+        "-m",
+        "eos_assets.definitions",
+        "--select",
+        "bronze/raw_events",
+    ]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     t = delta_io.read_arrow(str(lake / "bronze" / "raw_events"))
-    got = set(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True))
+    got = set(
+        zip(
+            t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True
+        )
+    )
     assert got == committed_truth(sent)
 
 
 def test_dagster_cli_without_a_broker_says_what_to_do(tmp_path: Path) -> None:
     env = _cli_env(tmp_path, EOS_LAKE_ROOT=str(tmp_path / "lake"))
-    cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions", "--select", "bronze/raw_events"]
+    cmd = [
+        DAGSTER,
+        "asset",
+        "materialize",
+        "-m",
+        "eos_assets.definitions",
+        "--select",
+        "bronze/raw_events",
+    ]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "eos-assets broker up" in done.stdout + done.stderr
@@ -87,7 +115,9 @@ def test_dagster_cli_without_a_broker_says_what_to_do(tmp_path: Path) -> None:
 
 def test_definitions_load_and_validate(tmp_path: Path) -> None:
     cmd = [DAGSTER, "definitions", "validate", "-m", "eos_assets.definitions"]
-    done = subprocess.run(cmd, env=_cli_env(tmp_path), cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        cmd, env=_cli_env(tmp_path), cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     from eos_assets.definitions import defs
 

@@ -1,5 +1,6 @@
 """The exactly-once bronze ingest against a real broker, a real SparkSession and real Delta."""
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable
@@ -46,7 +47,11 @@ def bronze(uri: str) -> pa.Table:
 
 def rows(uri: str) -> list[tuple[int, int, bytes | None]]:
     t = bronze(uri)
-    return list(zip(t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True))
+    return list(
+        zip(
+            t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True
+        )
+    )
 
 
 @pytest.fixture
@@ -100,14 +105,21 @@ def test_second_batch_continues_where_the_first_ended_and_ranges_tile(
             by_partition.setdefault(r["partition"], []).append(r)
     for partition, ranges in by_partition.items():
         assert ranges[0]["start"] == 0
-        assert all(a["end"] == b["start"] for a, b in zip(ranges, ranges[1:], strict=False))
+        assert all(a["end"] == b["start"] for a, b in itertools.pairwise(ranges))
         assert dt.transaction_version(f"eos:{topic}:{partition}") == ranges[-1]["end"]
         # The second range holds an aborted transaction and two markers: gaps, not data.
-        assert ranges[1]["records"] == 15 and ranges[1]["gaps"] == ranges[1]["end"] - ranges[1]["start"] - 15
+        assert (
+            ranges[1]["records"] == 15
+            and ranges[1]["gaps"] == ranges[1]["end"] - ranges[1]["start"] - 15
+        )
         assert ranges[1]["gaps"] >= 10
     t = bronze(table)
     for partition in by_partition:
-        offsets = [o for p, o in zip(t["partition"].to_pylist(), t["offset"].to_pylist(), strict=True) if p == partition]
+        offsets = [
+            o
+            for p, o in zip(t["partition"].to_pylist(), t["offset"].to_pylist(), strict=True)
+            if p == partition
+        ]
         last_end = by_partition[partition][-1]["end"]
         assert all(0 <= o < last_end for o in offsets)
 
@@ -136,7 +148,13 @@ def test_malformed_records_are_kept_flagged_and_counted(
         (0, b"k1", b"\xff\xfe not utf-8"),
         (0, b"k2", b"{not json"),
         (0, b"k3", b'["an", "array"]'),
-        (0, b"k4", json.dumps({"event_type": "order_paid", "event_time": "2026-11-21T10:00:00Z", "amount": 1}).encode()),
+        (
+            0,
+            b"k4",
+            json.dumps(
+                {"event_type": "order_paid", "event_time": "2026-11-21T10:00:00Z", "amount": 1}
+            ).encode(),
+        ),
         (0, None, event(1, event_type="order_teleported")),
         (0, b"k6", event(2).replace(b"2026-11-21T10:00:00.123Z", b"yesterday")),
         (0, b"k7", event(3).replace(b'"amount": 13.5', b'"amount": "lots"')),

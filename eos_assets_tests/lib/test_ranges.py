@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from eos_assets.lib.errors import EosError
@@ -55,8 +57,11 @@ def test_split_only_when_fewer_ranges_than_slots_and_pieces_tile() -> None:
     pieces = split_for_slots([r], slots=4, min_size=1000)
     assert len(pieces) == 4
     assert pieces[0].start == 100 and pieces[-1].end == 100_100
-    assert all(a.end == b.start for a, b in zip(pieces, pieces[1:], strict=False))
-    assert split_for_slots([r, OffsetRange("t", 1, 0, 10)], slots=2) == [r, OffsetRange("t", 1, 0, 10)]
+    assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
+    assert split_for_slots([r, OffsetRange("t", 1, 0, 10)], slots=2) == [
+        r,
+        OffsetRange("t", 1, 0, 10),
+    ]
     assert split_for_slots([OffsetRange("t", 0, 0, 50)], slots=8, min_size=100) == [
         OffsetRange("t", 0, 0, 50)
     ]

@@ -1,0 +1,169 @@
+"""The ``eos-assets`` command: the embedded broker and the demo producer.
+
+Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
+code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function.
+"""
+
+import argparse
+import re
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from eos_assets.demo import DemoOptions, run_demo
+from eos_assets.lib import broker
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.settings import Settings
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except EosError as exc:
+        print(f"eos-assets: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("eos-assets: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of every subcommand; each sets ``handler`` to its ``cmd_*``."""
+    parser = argparse.ArgumentParser(
+        prog="eos-assets", description="Kafka topics into Delta tables, exactly once."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    brk = commands.add_parser("broker", help="the embedded Kafka broker for the demo and tests")
+    actions = brk.add_subparsers(dest="action", required=True, metavar="ACTION")
+    start = actions.add_parser("up", help="start it (or find it running) and print its address")
+    start.add_argument("--port", type=int, default=0, help="Kafka port (default: any free one)")
+    start.set_defaults(handler=cmd_broker_up)
+    actions.add_parser("down", help="stop it (its data is kept)").set_defaults(
+        handler=cmd_broker_down
+    )
+    actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
+        handler=cmd_broker_status
+    )
+
+    prod = commands.add_parser("produce", help="produce demo order events transactionally")
+    defaults = ProduceOptions()
+    prod.add_argument("--topic", default=defaults.topic)
+    prod.add_argument("--count", type=int, default=defaults.count, help="records, all kinds")
+    prod.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as possible)")
+    prod.add_argument("--partitions", type=int, default=defaults.partitions, help="if created")
+    prod.add_argument("--seed", type=int, default=None, help="default: random, in the summary")
+    prod.add_argument("--transaction-size", type=int, default=defaults.transaction_size)
+    prod.add_argument("--duplicate-ratio", type=float, default=0.0, help="re-sent event ids")
+    prod.add_argument("--late-ratio", type=float, default=0.0, help="events far in the past")
+    prod.add_argument("--late-by", type=_duration, default=defaults.late_by, help="e.g. 2h, 90m")
+    prod.add_argument("--abort-ratio", type=float, default=0.0, help="aborted transactions")
+    prod.add_argument("--malformed-ratio", type=float, default=0.0, help="broken records")
+    prod.add_argument("--start-time", type=_timestamp, default=None, help="ISO 8601, UTC")
+    prod.add_argument("--transactional-id-prefix", default=defaults.transactional_id_prefix)
+    prod.add_argument("--manifest", type=Path, default=None, help="JSON lines, one per record")
+    prod.set_defaults(handler=cmd_produce)
+
+    demo = commands.add_parser(
+        "demo", help="broker, a demo stream, every asset through Dagster, then a summary"
+    )
+    demo.add_argument("--count", type=int, default=DemoOptions.count, help="records to produce")
+    demo.add_argument("--partitions", type=int, default=DemoOptions.partitions)
+    demo.add_argument("--seed", type=int, default=None, help="default: random")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo end to end and print its summary."""
+    print(run_demo(DemoOptions(count=args.count, partitions=args.partitions, seed=args.seed)))
+    return 0
+
+
+def cmd_broker_up(args: argparse.Namespace) -> int:
+    """Start the embedded broker unless it runs; print its bootstrap address."""
+    info = broker.up(Path(Settings.from_env().state_dir), port=args.port)
+    print(info.bootstrap)
+    return 0
+
+
+def cmd_broker_down(args: argparse.Namespace) -> int:
+    """Stop the embedded broker; a broker that is not running is not an error."""
+    stopped = broker.down(Path(Settings.from_env().state_dir))
+    print("stopped" if stopped else "not running")
+    return 0
+
+
+def cmd_broker_status(args: argparse.Namespace) -> int:
+    """Print where the embedded broker runs; exit 1 when it does not."""
+    info = broker.broker_status(Path(Settings.from_env().state_dir))
+    if info is None:
+        print("not running (start it with `eos-assets broker up`)")
+        return 1
+    print(f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})")
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    """Produce demo events and print a one-line summary."""
+    settings = Settings.from_env()
+    options = ProduceOptions(
+        topic=args.topic,
+        count=args.count,
+        rate=args.rate,
+        partitions=args.partitions,
+        seed=args.seed,
+        transaction_size=args.transaction_size,
+        duplicate_ratio=args.duplicate_ratio,
+        late_ratio=args.late_ratio,
+        late_by=args.late_by,
+        abort_ratio=args.abort_ratio,
+        malformed_ratio=args.malformed_ratio,
+        start_time=args.start_time,
+        transactional_id_prefix=args.transactional_id_prefix,
+    )
+    options.validate()  # before looking for a broker: a typo should not wait on the network
+    manifest = args.manifest
+    if manifest is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        manifest = Path(settings.state_dir) / "manifests" / f"{args.topic}-{stamp}.jsonl"
+    bootstrap = settings.bootstrap()
+    # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
+    # aborted: the embedded broker never times one out, and it would block readers for good.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        s = produce(bootstrap, options, manifest, dict(settings.kafka_client))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    kinds = s.counts.get("committed", {})
+    print(
+        f"{s.records} records to {s.topic} ({s.partitions} partitions) in {s.seconds:.1f}s "
+        f"({s.events_per_second:,.0f}/s): {s.committed} committed "
+        f"({kinds.get('duplicate', 0)} duplicate, {kinds.get('late', 0)} late, "
+        f"{kinds.get('malformed', 0)} malformed), {s.aborted} aborted in "
+        f"{s.transactions_aborted} transactions; seed {s.seed}; manifest {manifest}"
+    )
+    return 0
+
+
+def _duration(text: str) -> timedelta:
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 30s, 90m, 2h)")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
+    # A time without a zone is taken as UTC, the zone of every event time.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

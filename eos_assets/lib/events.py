@@ -1,0 +1,226 @@
+"""Deterministic order events: a plausible lifecycle plus the duplicates, late events and
+malformed records a real stream carries, planned transaction by transaction.
+
+Everything comes from one ``random.Random(seed)``, event ids included, so the same seed,
+start time and mix give the same records byte for byte.
+"""
+
+import dataclasses
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from eos_assets.lib.contract import EVENT_TYPES, Malformed
+
+KINDS: tuple[str, ...] = ("valid", "duplicate", "late", "malformed")
+CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
+
+_MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
+_TARGET_OPEN = 100  # orders awaiting payment; keeps lifetimes around 20 s of event time
+_PAID_KEPT = 1000  # paid orders that may still be refunded
+_POOL_KEPT = 10_000  # committed events that a later duplicate may repeat
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record to send, with what it is meant to be."""
+
+    key: str | None
+    value: bytes | None
+    kind: str
+    event_id: str | None
+    event_type: str | None
+    malformed: Malformed | None = None
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Fractions of records (and of transactions, for ``abort_ratio``) of each sort."""
+
+    duplicate_ratio: float = 0.0
+    late_ratio: float = 0.0
+    malformed_ratio: float = 0.0
+    abort_ratio: float = 0.0
+    late_by: timedelta = timedelta(hours=2)
+
+
+@dataclass(frozen=True)
+class TransactionPlan:
+    """The records of one transaction and whether it is to be aborted."""
+
+    index: int
+    records: list[Record]
+    abort: bool
+
+
+def plan_transactions(
+    seed: int, start_time: datetime, count: int, transaction_size: int, mix: Mix
+) -> Iterator[TransactionPlan]:
+    """Yield transactions holding ``count`` records in all, aborted ones included.
+
+    The caller commits or aborts each plan before asking for the next one. An aborted
+    transaction's lifecycle steps are taken back, so the committed stream stays plausible
+    and no aborted event id ever appears committed. Duplicates repeat an event committed
+    in an earlier transaction (same event id, same bytes), as a producer retrying at the
+    application level does.
+    """
+    rng = random.Random(seed)
+    orders = _Orders(rng, start_time)
+    pool: list[Record] = []
+    sent = index = 0
+    while sent < count:
+        abort = rng.random() < mix.abort_ratio
+        saved = orders.save()
+        size = min(transaction_size, count - sent)
+        records = [_next_record(rng, orders, pool, mix) for _ in range(size)]
+        yield TransactionPlan(index, records, abort)
+        if abort:
+            orders.restore(saved)
+        else:
+            for record in records:
+                if record.kind in ("valid", "late"):
+                    if len(pool) < _POOL_KEPT:
+                        pool.append(record)
+                    else:
+                        pool[rng.randrange(_POOL_KEPT)] = record
+        sent += size
+        index += 1
+
+
+def format_event_time(moment: datetime) -> str:
+    """Format as the contract does: UTC, milliseconds, ``Z`` (2026-11-21T10:00:00.123Z)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class _Order:
+    order_id: str
+    customer_id: str
+    amount: float
+    currency: str
+
+
+class _Orders:
+    """Open and paid orders plus the event-time clock."""
+
+    def __init__(self, rng: random.Random, start_time: datetime) -> None:
+        self.rng = rng
+        self.now = start_time.astimezone(UTC)
+        self._next_id = rng.randrange(1, 10**9)  # runs with other seeds use other order ids
+        self._open: list[_Order] = []
+        self._paid: list[_Order] = []
+
+    def save(self) -> tuple[list[_Order], list[_Order]]:
+        return list(self._open), list(self._paid)
+
+    def restore(self, saved: tuple[list[_Order], list[_Order]]) -> None:
+        self._open, self._paid = list(saved[0]), list(saved[1])
+
+    def new_order(self) -> _Order:
+        rng = self.rng
+        self._next_id += 1
+        return _Order(
+            order_id=f"o-{self._next_id}",
+            customer_id=f"c-{rng.randint(1, 5000)}",
+            amount=round(rng.uniform(5.0, 500.0), 2),
+            currency=rng.choices(CURRENCIES, cum_weights=(5, 8, 9, 10))[0],  # 50/30/10/10 %
+        )
+
+    def next_event(self) -> tuple[_Order, str]:
+        """Advance the clock and one order: created, then paid or cancelled, maybe refunded."""
+        rng = self.rng
+        self.now += timedelta(seconds=rng.expovariate(1.0 / _MEAN_GAP_S))
+        r = rng.random()
+        if r < 0.05 and self._paid:
+            return self._paid.pop(rng.randrange(len(self._paid))), "order_refunded"
+        if not self._open or r < (0.6 if len(self._open) < _TARGET_OPEN else 0.4):
+            order = self.new_order()
+            self._open.append(order)
+            return order, "order_created"
+        order = self._open.pop(rng.randrange(len(self._open)))
+        if rng.random() < 0.85:
+            self._paid.append(order)
+            if len(self._paid) > _PAID_KEPT:
+                self._paid.pop(0)
+            return order, "order_paid"
+        return order, "order_cancelled"
+
+
+def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -> dict:
+    return {
+        "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "event_type": event_type,
+        "order_id": order.order_id,
+        "customer_id": order.customer_id,
+        "amount": order.amount,
+        "currency": order.currency,
+        "event_time": format_event_time(at),
+        "schema_version": 1,
+    }
+
+
+def _encode(payload: object) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def _next_record(rng: random.Random, orders: _Orders, pool: list[Record], mix: Mix) -> Record:
+    r = rng.random()
+    if r < mix.malformed_ratio:
+        return _malformed(rng, orders)
+    r -= mix.malformed_ratio
+    if r < mix.duplicate_ratio and pool:
+        return dataclasses.replace(rng.choice(pool), kind="duplicate")
+    late = mix.duplicate_ratio <= r < mix.duplicate_ratio + mix.late_ratio
+    order, event_type = orders.next_event()
+    at = orders.now - mix.late_by if late else orders.now
+    payload = _payload(rng, order, event_type, at)
+    return Record(
+        key=order.order_id,
+        value=_encode(payload),
+        kind="late" if late else "valid",
+        event_id=payload["event_id"],
+        event_type=event_type,
+    )
+
+
+def _malformed(rng: random.Random, orders: _Orders) -> Record:
+    """A record with exactly one defect, of a code drawn from every contract code."""
+    code = rng.choice(list(Malformed))
+    order = orders.new_order()  # outside the lifecycle: a broken event changes no order
+    payload = _payload(rng, order, rng.choice(EVENT_TYPES), orders.now)
+    good = _encode(payload)
+    value: bytes | None
+    if code is Malformed.NULL_VALUE:
+        value = None
+    elif code is Malformed.INVALID_UTF8:
+        value = good.replace(b'"c-', b'"\xff\xfec-', 1)
+    elif code is Malformed.INVALID_JSON:
+        value = good[: len(good) // 2]
+    elif code is Malformed.NOT_AN_OBJECT:
+        value = _encode([payload])
+    else:
+        if code is Malformed.MISSING_EVENT_ID:
+            if rng.random() < 0.5:
+                del payload["event_id"]
+            else:
+                payload["event_id"] = ""
+        elif code is Malformed.UNKNOWN_EVENT_TYPE:
+            payload["event_type"] = rng.choice(("order_teleported", "OrderCreated"))
+        elif code is Malformed.INVALID_EVENT_TIME:
+            payload["event_time"] = rng.choice(("2026-13-45T25:61:00Z", "not a time"))
+        else:
+            payload["amount"] = str(payload["amount"])  # "12.5": a number in a string
+        value = _encode(payload)
+    # The manifest names the event id and type only where the value still carries them.
+    as_object = value == _encode(payload) if value is not None else False
+    return Record(
+        key=order.order_id,
+        value=value,
+        kind="malformed",
+        event_id=(payload.get("event_id") or None) if as_object else None,
+        event_type=payload["event_type"] if as_object else None,
+        malformed=code,
+    )

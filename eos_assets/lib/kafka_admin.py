@@ -1,0 +1,148 @@
+"""Probes and topic creation that work with any Kafka broker (embedded or real)."""
+
+import logging
+import socket
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # the documented admin module's stub hides it
+
+from eos_assets.lib.errors import BrokerError
+
+# A probe of a broker that is down is expected to fail: keep librdkafka's retry chatter
+# ("Connect to ... failed", every 50 ms) off the terminal; the caller raises one clear line.
+_quiet = logging.getLogger(f"{__name__}.librdkafka")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+
+def probe(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> bool:
+    """Return True when the broker answers a metadata request within ``timeout`` seconds."""
+    try:
+        _admin(bootstrap, client_config).list_topics(timeout=timeout)
+    except KafkaException:
+        return False
+    return True
+
+
+def wait_ready(
+    bootstrap: str, timeout: float = 30.0, client_config: Mapping[str, str] | None = None
+) -> None:
+    """Wait until the broker at ``bootstrap`` answers a metadata request.
+
+    Raises:
+        BrokerError: it did not answer within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if probe(bootstrap, client_config, max(0.1, min(remaining, 2.0))):
+            return
+        if time.monotonic() >= deadline:
+            raise BrokerError(
+                f"Kafka at {bootstrap} did not answer within {timeout:g}s: "
+                "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+            )
+        time.sleep(0.1)
+
+
+def check_reachable(
+    bootstrap: str, client_config: Mapping[str, str] | None = None, timeout: float = 10.0
+) -> None:
+    """Fail fast with a one-line error when no broker answers at ``bootstrap``.
+
+    A TCP connect to each bootstrap address comes first: librdkafka would keep retrying a
+    refused connection until ``timeout``, while the socket says "refused" at once.
+
+    Raises:
+        BrokerError: nothing listens at any address, or the broker does not answer.
+    """
+    if not any(_connects(host, port, min(timeout, 3.0)) for host, port in _addresses(bootstrap)):
+        raise BrokerError(
+            f"Kafka at {bootstrap} is unreachable: "
+            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+        )
+    if not probe(bootstrap, client_config, timeout):
+        raise BrokerError(
+            f"Kafka at {bootstrap} accepts connections but did not answer within {timeout:g}s: "
+            "check that it is a Kafka broker and the EOS_KAFKA_* security settings"
+        )
+
+
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    client_config: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> int:
+    """Create ``topic`` with ``partitions`` partitions unless it exists; return its count.
+
+    An existing topic is left as it is, whatever its partition count: changing it would
+    move keys between partitions under running readers.
+
+    Raises:
+        BrokerError: the topic cannot be created or its partitions never all appear.
+    """
+    admin = _admin(bootstrap, client_config)
+    existing = _partition_count(admin, bootstrap, topic, timeout)
+    if existing:
+        return existing
+    future = admin.create_topics([NewTopic(topic, partitions)], request_timeout=timeout)[topic]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        # Another client may have created it in between: that is as good as creating it.
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise BrokerError(
+                f"cannot create topic {topic} on Kafka at {bootstrap} ({exc.args[0].str()}): "
+                "create it yourself or grant this client the right to create topics"
+            ) from exc
+    # Creation is acknowledged before every partition has a leader in the metadata.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        count = _partition_count(admin, bootstrap, topic, timeout)
+        if count >= partitions:
+            return count
+        time.sleep(0.05)
+    raise BrokerError(f"topic {topic} on Kafka at {bootstrap} lacks partitions after {timeout:g}s")
+
+
+def _partition_count(admin: AdminClient, bootstrap: str, topic: str, timeout: float) -> int:
+    # All topics, not list_topics(topic=...): a metadata request naming a missing topic can
+    # auto-create it with the broker's default partition count.
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): "
+            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+        ) from exc
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return 0
+    return sum(1 for p in found.partitions.values() if p.leader >= 0)
+
+
+def _admin(bootstrap: str, client_config: Mapping[str, str] | None) -> AdminClient:
+    return AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap}, logger=_quiet)
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    addresses = []
+    for item in bootstrap.split(","):
+        hostport = item.strip().rsplit("://", 1)[-1]
+        host, _, port = hostport.rpartition(":")
+        if host and port.isdigit():
+            addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+def _connects(host: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

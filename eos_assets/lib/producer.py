@@ -1,0 +1,235 @@
+"""The demo and test producer: idempotent, transactional, and honest about what it sent.
+
+Every record sent is written to a manifest (see ``manifest.py``) with its outcome and offset.
+"""
+
+import contextlib
+import functools
+import random
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from eos_assets.lib.errors import BrokerError, ConfigError
+from eos_assets.lib.events import Mix, TransactionPlan, plan_transactions
+from eos_assets.lib.kafka_admin import check_reachable, ensure_topic
+from eos_assets.lib.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
+
+# The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
+__all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
+
+_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ProduceOptions:
+    """What to produce. Records are deterministic given ``seed``, ``start_time`` and the rest.
+
+    Attributes:
+        count: records sent in all: valid, duplicate, late, malformed, aborted ones included.
+        rate: records per second; 0 sends as fast as possible.
+        partitions: partitions of the topic when it has to be created (an existing one stays).
+        seed: seed of every random choice, event ids included; None draws one (see summary).
+        transaction_size: records per transaction (the last one may be smaller).
+        duplicate_ratio: records re-sending an event committed in an earlier transaction.
+        late_ratio: valid events whose event time lies ``late_by`` before the stream's clock.
+        abort_ratio: transactions aborted instead of committed.
+        malformed_ratio: records with one contract defect, spread over every Malformed code.
+        start_time: event time of the stream's start (default: now, UTC).
+        transactional_id_prefix: ids are ``<prefix>-<run token>-<n>``; n grows at each abort.
+    """
+
+    topic: str = "orders"
+    count: int = 1000
+    rate: float = 0.0
+    partitions: int = 6
+    seed: int | None = None
+    transaction_size: int = 500
+    duplicate_ratio: float = 0.0
+    late_ratio: float = 0.0
+    late_by: timedelta = timedelta(hours=2)
+    abort_ratio: float = 0.0
+    malformed_ratio: float = 0.0
+    start_time: datetime | None = None
+    transactional_id_prefix: str = "eos-producer"
+
+    def validate(self) -> None:
+        """Raise ConfigError, with the offending option, when the options make no sense."""
+        ratios = ("duplicate_ratio", "late_ratio", "abort_ratio", "malformed_ratio")
+        for name in ratios:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be between 0 and 1: got {getattr(self, name)}")
+        if self.duplicate_ratio + self.late_ratio + self.malformed_ratio > 1.0:
+            raise ConfigError("duplicate, late and malformed ratios add up to more than 1")
+        if self.count < 0 or self.rate < 0 or self.partitions < 1 or self.transaction_size < 1:
+            raise ConfigError("count and rate must be >= 0, partitions and transaction size >= 1")
+        if not self.topic or not self.transactional_id_prefix:
+            raise ConfigError("topic and transactional id prefix must not be empty")
+
+
+def produce(
+    bootstrap: str,
+    options: ProduceOptions,
+    manifest_path: Path,
+    client_config: Mapping[str, str] | None = None,
+) -> ProduceSummary:
+    """Produce ``options.count`` records in transactions and write the manifest and summary.
+
+    After every aborted transaction the producer continues under a new ``transactional.id``:
+    noida-db still reports an aborted transaction to fetches that start after its marker, so a
+    read_committed reader starting mid-partition would skip that producer id's later records.
+    Ids carry a per-run token for the same reason: reusing an id reuses its producer id.
+
+    Raises:
+        BrokerError: Kafka is unreachable, a delivery fails or a transaction cannot finish;
+            the manifest then holds every transaction whose outcome is known.
+        ConfigError: the options are invalid.
+    """
+    options.validate()
+    config = dict(client_config or {})
+    check_reachable(bootstrap, config)
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**63)
+    start = options.start_time or datetime.now(UTC).replace(microsecond=0)
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)  # event times are UTC; so is a time without a zone
+    summary = ProduceSummary(
+        topic=options.topic,
+        partitions=ensure_topic(bootstrap, options.topic, options.partitions, config),
+        seed=seed,
+        start_time=start.isoformat(),
+        manifest=str(manifest_path),
+    )
+    mix = Mix(
+        options.duplicate_ratio,
+        options.late_ratio,
+        options.malformed_ratio,
+        options.abort_ratio,
+        options.late_by,
+    )
+    run = f"{options.transactional_id_prefix}-{secrets.token_hex(4)}"
+    plans = plan_transactions(seed, start, options.count, options.transaction_size, mix)
+    pacer = _Pacer(options.rate)
+    with ManifestWriter(manifest_path, summary) as manifest:
+        producer: Producer | None = None
+        for plan in plans:
+            if producer is None:
+                summary.transactional_ids.append(f"{run}-{len(summary.transactional_ids)}")
+                producer = _producer(bootstrap, summary.transactional_ids[-1], config)
+            try:
+                offsets = _send(producer, options.topic, plan, pacer)
+                _finish(producer, plan)
+            except BaseException:
+                # noida-db never times out an open transaction: left open, it would hold back
+                # the partition's last stable offset (and every read_committed reader) for good.
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(10)
+                raise
+            manifest.add(plan, summary.transactional_ids[-1], offsets)
+            if plan.abort:
+                producer = None  # a fresh producer id after every abort: see the docstring
+        return manifest.finish(time.monotonic() - pacer.began)
+
+
+def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> Producer:
+    producer = Producer(
+        {
+            **config,
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+        }
+    )
+    try:
+        producer.init_transactions(_TIMEOUT_S)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"cannot start transactional producer {transactional_id} ({_reason(exc)}): "
+            "check the broker and the EOS_KAFKA_* settings"
+        ) from exc
+    return producer
+
+
+class _Pacer:
+    """Holds the run to ``rate`` records per second (0: as fast as possible)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.sent = 0
+        self.began = time.monotonic()
+
+    def wait(self, producer: Producer) -> None:
+        self.sent += 1
+        if self.rate <= 0:
+            return
+        due = self.began + self.sent / self.rate
+        while (wait := due - time.monotonic()) > 0:
+            producer.poll(0)  # delivery reports keep flowing at low rates too
+            # A Python sleep, not poll(wait): a signal inside poll surfaces as a SystemError
+            # (confluent-kafka 2.16), here it is a clean KeyboardInterrupt.
+            time.sleep(min(wait, 0.05))
+
+
+def _send(
+    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer
+) -> list[tuple[int, int]]:
+    """Send one transaction's records; return (partition, offset) of each, in order."""
+    offsets: list[tuple[int, int] | None] = [None] * len(plan.records)
+    failures: list[KafkaError] = []
+
+    def delivered(index: int, err: KafkaError | None, msg: Message) -> None:
+        partition, offset = msg.partition(), msg.offset()
+        if err is not None:
+            failures.append(err)
+        elif partition is not None and offset is not None:
+            offsets[index] = (partition, offset)
+
+    producer.begin_transaction()
+    for index, record in enumerate(plan.records):
+        key = record.key.encode() if record.key is not None else None
+        callback = functools.partial(delivered, index)
+        while True:
+            try:
+                producer.produce(topic, value=record.value, key=key, on_delivery=callback)
+                break
+            except BufferError:  # local queue full: let deliveries drain it
+                producer.poll(0.05)
+            except KafkaException as exc:  # refused before sending (size, unknown topic)
+                raise BrokerError(
+                    f"cannot send to {topic} in transaction {plan.index} ({_reason(exc)}): "
+                    "check the topic and the EOS_KAFKA_* settings"
+                ) from exc
+        producer.poll(0)
+        pacer.wait(producer)
+    # Flushed before an abort too, so aborted records get offsets the tests can look for.
+    if producer.flush(_TIMEOUT_S) or failures or None in offsets:
+        reason = failures[0].str() if failures else "no delivery report for every record"
+        raise BrokerError(
+            f"delivery to {topic} failed in transaction {plan.index} ({reason}): "
+            "check the broker and the topic; finished transactions are in the manifest"
+        )
+    return [o for o in offsets if o is not None]
+
+
+def _finish(producer: Producer, plan: TransactionPlan) -> None:
+    try:
+        if plan.abort:
+            producer.abort_transaction(_TIMEOUT_S)
+        else:
+            producer.commit_transaction(_TIMEOUT_S)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"transaction {plan.index} did not finish ({_reason(exc)}): "
+            "check the broker; finished transactions are in the manifest"
+        ) from exc
+
+
+def _reason(exc: KafkaException) -> str:
+    err = exc.args[0]
+    return err.str() if isinstance(err, KafkaError) else str(err)
