@@ -8,6 +8,7 @@ run already committed is never committed again.
 
 import functools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from typing import TypedDict
 
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import delta_io
+from eos_assets.lib import delta_io, faults
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.ranges import (
@@ -147,9 +148,11 @@ def ingest_bronze(
             outcome.seconds["total"] = time.monotonic() - clock
             return outcome
 
+        faults.crash_point(faults.AFTER_PLAN)
         began = time.monotonic()
         files = _read(spark, ranges, read_config, table_uri, options)
         outcome.seconds["read"] = time.monotonic() - began
+        faults.crash_point(faults.AFTER_FILES)
 
         began = time.monotonic()
         ends = merged_ends(ranges)
@@ -173,6 +176,7 @@ def ingest_bronze(
             outcome.files = []
             continue
         outcome.seconds["commit"] = time.monotonic() - began
+        faults.crash_point(faults.AFTER_COMMIT)
         outcome.version = delta_io.find_commit(
             table_uri, "eos.run_id", outcome.run_id, storage_options
         )
@@ -203,6 +207,7 @@ def _read(
         config=dict(config),
         table_uri=table_uri,
         timeout_s=options.read_timeout_s,
+        driver_pid=os.getpid() if faults.armed(faults.MID_READ) else None,
     )
     sc.setJobDescription(f"eos ingest: {len(pieces)} ranges")
     return sc.parallelize(pieces, len(pieces)).map(task).collect()

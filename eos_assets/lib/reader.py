@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from eos_assets.lib.delta_stats import file_stats
 from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.faults import MID_READ, crash_point
 from eos_assets.lib.ranges import OffsetRange
 from eos_assets.lib.schema import to_bronze_table
 
@@ -51,7 +52,9 @@ def reader_config(client_config: Mapping[str, str]) -> dict[str, str]:
     return {**client_config, **_READER_DEFAULTS}
 
 
-def fetch_range(r: OffsetRange, config: Mapping[str, str], timeout_s: float) -> pa.Table:
+def fetch_range(
+    r: OffsetRange, config: Mapping[str, str], timeout_s: float, driver_pid: int | None = None
+) -> pa.Table:
     """Consume ``[r.start, r.end)`` with read_committed and return it as a bronze table.
 
     The range is complete when a record at ``end - 1`` arrives, when the consumer's position
@@ -88,6 +91,8 @@ def fetch_range(r: OffsetRange, config: Mapping[str, str], timeout_s: float) -> 
                 keys.append(msg.key())
                 values.append(msg.value())
                 done = done or offset >= r.end - 1
+                if len(offsets) == max(1, r.size // 2):
+                    crash_point(MID_READ, driver_pid)
             if not done:
                 position = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset
                 done = position >= r.end
@@ -103,11 +108,15 @@ def fetch_range(r: OffsetRange, config: Mapping[str, str], timeout_s: float) -> 
 
 
 def read_range_to_file(
-    r: OffsetRange, config: Mapping[str, str], table_uri: str, timeout_s: float
+    r: OffsetRange,
+    config: Mapping[str, str],
+    table_uri: str,
+    timeout_s: float,
+    driver_pid: int | None = None,
 ) -> WrittenFile:
     """Read one range and write it as one Parquet file inside the table folder (not committed)."""
     began = time.monotonic()
-    table = fetch_range(r, config, timeout_s)
+    table = fetch_range(r, config, timeout_s, driver_pid)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     fs, root = pafs.FileSystem.from_uri(table_uri)
     target = f"{root.rstrip('/')}/{name}"
