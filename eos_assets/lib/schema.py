@@ -8,8 +8,9 @@ When a record has several problems, the first in this order is reported:
 ``null_value`` > ``invalid_utf8`` > ``invalid_json`` > ``not_an_object`` > ``missing_event_id``
 > ``unknown_event_type`` > ``invalid_event_time`` > ``invalid_amount``: each check needs the
 ones before it to have passed, and field checks follow the contract's order. Within
-``invalid_json`` the detail reports nesting depth, then syntax (including ``NaN``/``Infinity``),
-then unpaired surrogate escapes, then a duplicated contract key.
+``invalid_json`` the detail names the first of: an empty or blank value, a byte order mark,
+nesting deeper than 512, a syntax error (``NaN``/``Infinity`` included), an unpaired surrogate
+escape, a duplicated contract key (see ``schema_careful`` for the JSON rules).
 
 Fields of a malformed record: after a JSON-level error (the first four codes) every parsed
 field is null; otherwise each field is filled when it is valid on its own and null when not, so
