@@ -7,6 +7,8 @@ from pathlib import Path
 
 from eos_assets.lib.errors import JavaMissingError
 
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
 
 def require_java() -> str:
     """Return the ``java`` executable Spark will use.
@@ -55,7 +57,7 @@ def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
     if python:
