@@ -1,0 +1,69 @@
+import dagster as dg
+import pytest
+
+from eos_assets.lib.errors import ConfigError
+from eos_assets.resources import build_resources
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.settings import Settings, kafka_client_properties
+
+
+def test_defaults_follow_the_contract() -> None:
+    s = Settings.from_env({})
+    assert (s.kafka_bootstrap, s.topics, s.lake_root, s.warehouse, s.spark_master) == (
+        None,
+        ("orders",),
+        ".eos/lake",
+        ".eos/warehouse.duckdb",
+        "local[*]",
+    )
+
+
+def test_values_from_the_environment() -> None:
+    s = Settings.from_env(
+        {
+            "EOS_KAFKA_BOOTSTRAP": "k1:9092,k2:9092",
+            "EOS_TOPICS": " orders , refunds ,",
+            "EOS_LAKE_ROOT": "s3://bucket/lake/",
+            "EOS_SPARK_MASTER": "spark://m:7077",
+        }
+    )
+    assert s.kafka_bootstrap == "k1:9092,k2:9092"
+    assert s.topics == ("orders", "refunds")
+    assert s.table_uri("bronze", "raw_events") == "s3://bucket/lake/bronze/raw_events"
+    assert s.spark_master == "spark://m:7077"
+
+
+def test_empty_topic_list_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="EOS_TOPICS"):
+        Settings.from_env({"EOS_TOPICS": " , "})
+
+
+def test_kafka_security_properties_pass_through() -> None:
+    props = kafka_client_properties(
+        {
+            "EOS_KAFKA_BOOTSTRAP": "ignored-here",
+            "EOS_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "EOS_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "EOS_KAFKA_SASL_USERNAME": "svc",
+            "OTHER": "x",
+        }
+    )
+    assert props == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+    }
+
+
+def test_sasl_password_reaches_the_client_from_an_env_var_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOS_KAFKA_SASL_PASSWORD", "s3cret")
+    monkeypatch.setenv("EOS_KAFKA_BOOTSTRAP", "k1:9092")
+    resources = build_resources(Settings.from_env())
+    kafka = resources["kafka"]
+    assert isinstance(kafka, KafkaResource)
+    # The config the UI shows holds the EnvVar, not the secret.
+    assert isinstance(kafka.sasl_password, dg.EnvVar)
+    config = KafkaResource(bootstrap_servers="k1:9092", sasl_password="s3cret").client_config()
+    assert config["sasl.password"] == "s3cret" and config["bootstrap.servers"] == "k1:9092"
