@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     prod.add_argument("--malformed-ratio", type=float, default=0.0, help="broken records")
     prod.add_argument("--start-time", type=_timestamp, default=None, help="ISO 8601, UTC")
     prod.add_argument("--transactional-id-prefix", default=defaults.transactional_id_prefix)
+    prod.add_argument(
+        "--transactional-id", default=None, help="exact id: a restart fences the previous run"
+    )
     prod.add_argument("--manifest", type=Path, default=None, help="JSON lines, one per record")
     prod.set_defaults(handler=cmd_produce)
 
@@ -128,6 +131,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         malformed_ratio=args.malformed_ratio,
         start_time=args.start_time,
         transactional_id_prefix=args.transactional_id_prefix,
+        transactional_id=args.transactional_id,
     )
     options.validate()  # before looking for a broker: a typo should not wait on the network
     manifest = args.manifest

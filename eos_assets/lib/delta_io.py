@@ -7,6 +7,7 @@ re-loads the latest snapshot and would silently duplicate, so every commit here 
 the snapshot object the positions were read from.
 """
 
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction
 
 from eos_assets.lib.errors import EosError
@@ -38,11 +39,22 @@ def ensure_table(
         pass
     try:
         return DeltaTable.create(uri, schema, mode="ignore", storage_options=options)
-    except OSError as exc:
+    except (OSError, DeltaError) as exc:
         raise EosError(
-            f"cannot create the Delta table at {uri} ({exc.strerror or exc}): make "
+            f"cannot create the Delta table at {uri} ({_cause(exc)}): make "
             "EOS_LAKE_ROOT a writable location"
         ) from exc
+
+
+def _cause(exc: Exception) -> str:
+    """One line of an I/O error; delta-rs adds a multi-line Rust debug dump of the OS error."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc)
+    rust = re.search(r'message: "([^"]+)"', text)
+    if rust:
+        return rust.group(1)
+    return " ".join(text.split()) or type(exc).__name__
 
 
 def load(uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable:

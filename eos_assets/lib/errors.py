@@ -1,5 +1,7 @@
 """Errors a user can hit, each with a one-line cause and the fix."""
 
+import re
+
 
 class EosError(Exception):
     """A failure the user can fix; the message is one line: what happened and what to do."""
@@ -15,3 +17,21 @@ class BrokerError(EosError):
 
 class JavaMissingError(EosError):
     """No Java runtime is available for Spark."""
+
+
+# The last line of a Python traceback that ended in one of the errors above.
+_RAISED = re.compile(r"^eos_assets\.lib\.errors\.(\w+): (.+)$", re.MULTILINE)
+
+
+def raised_in(text: str) -> EosError | None:
+    """The error above that a remote process (a Spark task) raised, rebuilt from its traceback.
+
+    Spark wraps a task's exception, Python traceback and Java stack included, into one
+    exception on the driver; the user needs only the one line the task meant to say.
+    """
+    found = _RAISED.findall(text)
+    if not found:
+        return None
+    name, message = found[-1]
+    kinds = {k.__name__: k for k in (EosError, ConfigError, BrokerError, JavaMissingError)}
+    return kinds.get(name, EosError)(message.strip())

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import delta_io, faults
-from eos_assets.lib.errors import EosError
+from eos_assets.lib.errors import EosError, raised_in
 from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.ranges import (
     OffsetRange,
@@ -131,13 +133,13 @@ def ingest_bronze(
     options = options or IngestOptions()
     outcome = IngestOutcome(run_id=uuid.uuid4().hex)
     clock = time.monotonic()
-    delta_io.ensure_table(table_uri, BRONZE_SCHEMA, storage_options)
     read_config = reader_config(client_config)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome.attempts = attempt
         began = time.monotonic()
         bounds = partition_bounds(client_config, topics)
-        dt = delta_io.load(table_uri, storage_options)
+        # Kafka first: a wrong broker or topic fails the run before the lake is touched.
+        dt = delta_io.ensure_table(table_uri, BRONZE_SCHEMA, storage_options)
         apps = {tp: f"eos:{tp[0]}:{tp[1]}" for tp in bounds}
         seen = delta_io.positions(dt, apps.values())
         plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
@@ -169,6 +171,7 @@ def ingest_bronze(
             "eos.ranges": outcome.ranges(),
         }
         actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
+        faults.crash_point(faults.BEFORE_COMMIT)
         try:
             delta_io.commit_files(dt, actions, BRONZE_SCHEMA, txns, metadata)
         except delta_io.CommitFailedError:
@@ -210,4 +213,12 @@ def _read(
         driver_pid=os.getpid() if faults.armed(faults.MID_READ) else None,
     )
     sc.setJobDescription(f"eos ingest: {len(pieces)} ranges")
-    return sc.parallelize(pieces, len(pieces)).map(task).collect()
+    try:
+        return sc.parallelize(pieces, len(pieces)).map(task).collect()
+    except (PythonException, Py4JJavaError) as exc:
+        # A task's BrokerError reaches the driver wrapped in pages of Python and Java stack.
+        text = str(exc)
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        raise raised_in(text) or EosError(
+            f"a Spark task of the ingest failed ({first[:200]}): see the Spark log above"
+        ) from None

@@ -6,9 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.kafka_admin import check_reachable
 from eos_assets.lib.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
+# librdkafka logs every failed connect (every 50 ms) to stderr; the caller raises one clear line.
+_quiet = logging.getLogger(f"{__name__}.librdkafka")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
 
 
 def _consumer(client_config: Mapping[str, str], group_id: str) -> Consumer:
@@ -19,6 +24,7 @@ def _consumer(client_config: Mapping[str, str], group_id: str) -> Consumer:
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
             "allow.auto.create.topics": "false",
+            "logger": _quiet,
         }
     )
 
@@ -36,9 +42,12 @@ def partition_bounds(
     complete.
 
     Raises:
-        BrokerError: the broker does not answer, or a topic does not exist.
+        BrokerError: nothing listens at the bootstrap address, the broker does not answer, or a
+            topic does not exist.
     """
     bootstrap = client_config.get("bootstrap.servers", "?")
+    # A refused connection fails here at once; librdkafka alone would retry until the timeout.
+    check_reachable(bootstrap, client_config, timeout_s)
     consumer = _consumer(client_config, group_id)
     try:
         bounds: dict[tuple[str, int], tuple[int, int]] = {}

@@ -100,6 +100,8 @@ class ManifestWriter:
             summary.committed += len(plan.records)
             summary.transactions_committed += 1
         summary.records = summary.committed + summary.aborted
+        # On disk before the next transaction begins: a producer killed later keeps its record.
+        self._out.flush()
 
     def finish(self, seconds: float) -> ProduceSummary:
         """Close the manifest and write the summary next to it; return the summary."""

@@ -42,6 +42,8 @@ class ProduceOptions:
         malformed_ratio: records with one contract defect, spread over every Malformed code.
         start_time: event time of the stream's start (default: now, UTC).
         transactional_id_prefix: ids are ``<prefix>-<run token>-<n>``; n grows at each abort.
+        transactional_id: use exactly this id for every transaction instead (aborts included),
+            so that a restarted producer fences the one it replaces (zombie fencing).
     """
 
     topic: str = "orders"
@@ -57,6 +59,7 @@ class ProduceOptions:
     malformed_ratio: float = 0.0
     start_time: datetime | None = None
     transactional_id_prefix: str = "eos-producer"
+    transactional_id: str | None = None
 
     def validate(self) -> None:
         """Raise ConfigError, with the offending option, when the options make no sense."""
@@ -68,8 +71,8 @@ class ProduceOptions:
             raise ConfigError("duplicate, late and malformed ratios add up to more than 1")
         if self.count < 0 or self.rate < 0 or self.partitions < 1 or self.transaction_size < 1:
             raise ConfigError("count and rate must be >= 0, partitions and transaction size >= 1")
-        if not self.topic or not self.transactional_id_prefix:
-            raise ConfigError("topic and transactional id prefix must not be empty")
+        if not self.topic or not self.transactional_id_prefix or self.transactional_id == "":
+            raise ConfigError("topic and transactional id (prefix) must not be empty")
 
 
 def produce(
@@ -84,6 +87,8 @@ def produce(
     noida-db still reports an aborted transaction to fetches that start after its marker, so a
     read_committed reader starting mid-partition would skip that producer id's later records.
     Ids carry a per-run token for the same reason: reusing an id reuses its producer id.
+    An exact ``transactional_id`` is kept after aborts too: its first ``init_transactions``
+    fences a previous producer of that id and aborts the transaction it left open.
 
     Raises:
         BrokerError: Kafka is unreachable, a delivery fails or a transaction cannot finish;
@@ -118,7 +123,8 @@ def produce(
         producer: Producer | None = None
         for plan in plans:
             if producer is None:
-                summary.transactional_ids.append(f"{run}-{len(summary.transactional_ids)}")
+                fresh = f"{run}-{len(summary.transactional_ids)}"
+                summary.transactional_ids.append(options.transactional_id or fresh)
                 producer = _producer(bootstrap, summary.transactional_ids[-1], config)
             try:
                 offsets = _send(producer, options.topic, plan, pacer)
@@ -130,7 +136,7 @@ def produce(
                     producer.abort_transaction(10)
                 raise
             manifest.add(plan, summary.transactional_ids[-1], offsets)
-            if plan.abort:
+            if plan.abort and options.transactional_id is None:
                 producer = None  # a fresh producer id after every abort: see the docstring
         return manifest.finish(time.monotonic() - pacer.began)
 

@@ -1,0 +1,64 @@
+"""Fixtures of the fault suite: a table per test, the product producer, and the fault ledger."""
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eos_assets.lib.producer import ProduceOptions, ProduceSummary, produce, read_manifest
+from eos_assets_tests.faults.harness import Ledger, stop_stragglers
+
+_LEDGER = pytest.StashKey[Ledger]()
+
+
+@pytest.fixture(scope="session")
+def ledger(request: pytest.FixtureRequest) -> Ledger:
+    """Every fault injected in this session, printed at the end of the run."""
+    return request.config.stash.setdefault(_LEDGER, Ledger())
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_ingests() -> Iterator[None]:
+    """Whatever a test asserted, no ingest process of it outlives it."""
+    yield
+    stop_stragglers()
+
+
+@pytest.fixture
+def table(lake_root: str) -> str:
+    """Location of this test's bronze table (not created)."""
+    return str(Path(lake_root) / "bronze" / "raw_events")
+
+
+@pytest.fixture
+def produced(
+    kafka_bootstrap: str, tmp_path: Path
+) -> Callable[..., tuple[ProduceSummary, list[dict[str, Any]]]]:
+    """Factory: ``produced(topic, count, seed, **options)`` runs the product producer.
+
+    Returns its summary and its manifest lines (the oracle). Aborted transactions and
+    malformed records are in the mix by default.
+    """
+    runs = iter(range(1_000_000))
+
+    def make(
+        topic: str, count: int, seed: int, bootstrap: str | None = None, **options: Any
+    ) -> tuple[ProduceSummary, list[dict[str, Any]]]:
+        mix = {"abort_ratio": 0.2, "malformed_ratio": 0.05, "transaction_size": 100}
+        opts = ProduceOptions(topic=topic, count=count, seed=seed, **{**mix, **options})
+        path = tmp_path / "manifests" / f"{topic}-{next(runs)}.jsonl"
+        summary = produce(bootstrap or kafka_bootstrap, opts, path)
+        return summary, read_manifest(path)
+
+    return make
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Print the fault ledger: each fault, how often it was injected, records lost/doubled."""
+    ledger = config.stash.get(_LEDGER, None)
+    if ledger is None or not ledger.entries:
+        return
+    terminalreporter.section("exactly-once fault ledger")
+    for line in ledger.lines():
+        terminalreporter.write_line(line)

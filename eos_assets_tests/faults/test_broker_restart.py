@@ -1,0 +1,87 @@
+"""Stop the broker with SIGTERM in the middle of an ingest, start it again on the same data.
+
+The ingest caught mid-run fails with one line and commits nothing; an ingest while the broker
+is down fails at once, also with one line; after the restart the next ingest is exact.
+"""
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from eos_assets.lib import broker, faults
+from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.ingest import ingest_bronze
+from eos_assets_tests.faults.harness import (
+    FAILED,
+    Ledger,
+    finish,
+    one_line,
+    start_ingest,
+    wait_for_files,
+)
+from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
+
+
+def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
+    spark: SparkSession, produced: Callable, table: str, tmp_path: Path, ledger: Ledger
+) -> None:
+    data = tmp_path / "kafka"
+    info = broker.start_broker(data)
+    port = int(info.bootstrap.rsplit(":", 1)[1])
+    try:
+        topic = "orders-restart"
+        broker.ensure_topic(info.bootstrap, topic, 2)
+        manifest = produced(topic, count=600, seed=41, bootstrap=info.bootstrap)[1]
+        first = ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+        assert first.version == 1
+        manifest += produced(topic, count=600, seed=42, bootstrap=info.bootstrap)[1]
+        before = (DeltaTable(table).version(), bronze_keys(table))
+
+        # Mid-run: the run has planned against the live broker, then the broker goes away.
+        gate = tmp_path / "gate"
+        gate.mkdir()
+        run = start_ingest(
+            info.bootstrap,
+            topic,
+            table,
+            pause_at=faults.AFTER_PLAN,
+            pause_dir=gate,
+            read_timeout=6,
+        )
+        wait_for_files(gate, f"{faults.AFTER_PLAN}-*.ready", 1, 180, run)
+        broker.stop_broker(info)
+        (gate / faults.RELEASE).touch()
+        run = finish(run)
+        assert run.returncode == FAILED and run.outcome, run.tail()
+        assert run.outcome["kind"] == "BrokerError", run.outcome
+        assert one_line(run.outcome["error"]) and "check the broker" in run.outcome["error"]
+        assert (DeltaTable(table).version(), bronze_keys(table)) == before, "nothing committed"
+
+        # While down: fails at once with one line, the table untouched.
+        began = time.monotonic()
+        try:
+            ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+        except BrokerError as exc:
+            down = str(exc)
+        else:
+            raise AssertionError("an ingest without a broker must fail")
+        assert time.monotonic() - began < 5, "a refused connection must fail fast"
+        assert one_line(down) and "EOS_KAFKA_BOOTSTRAP" in down, down
+        assert (DeltaTable(table).version(), bronze_keys(table)) == before
+
+        info = broker.start_broker(data, port=port)
+        manifest += produced(topic, count=600, seed=43, bootstrap=info.bootstrap)[1]
+        after = ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+        assert after.version == 2
+    finally:
+        broker.stop_broker(info)
+    verdict = judge(table, manifest)
+    ledger.record(
+        "broker SIGTERM mid-run, then restart", 1, verdict.lost, verdict.doubled, "run failed"
+    )
+    ledger.record("ingest while the broker is down", 1, verdict.lost, verdict.doubled)
+    assert verdict.exact, f"after a broker restart: {verdict}"
+    assert not overlaps(table), overlaps(table)

@@ -1,0 +1,187 @@
+"""Producer side: a producer dies or hangs mid-transaction; its successor, started with the
+same ``transactional.id``, fences it and aborts what it left open; bronze never shows it.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pyspark.sql import SparkSession
+
+from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.producer import read_manifest
+from eos_assets_tests.faults.harness import Ledger
+from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
+
+EOS_ASSETS = str(Path(sys.executable).parent / "eos-assets")
+
+
+def open_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records past the last stable offset: what open transactions hold back from readers."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "fencing", "isolation.level": "read_committed"}
+    )
+    try:
+        stable = [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+    uncommitted = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fencing",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        high = [
+            uncommitted.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        uncommitted.close()
+    return sum(h - s for h, s in zip(high, stable, strict=True))
+
+
+def everything_in_the_log(bootstrap: str, topic: str, partitions: int) -> set[tuple[int, int]]:
+    """(partition, offset) of every data record, aborted ones included (read_uncommitted)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"audit-{uuid.uuid4().hex}",
+            "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
+            "receive.message.max.bytes": 500_000_000,
+        }
+    )
+    seen: set[tuple[int, int]] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        pending, deadline = set(range(partitions)), time.monotonic() + 30
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.2):
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                elif err is None:
+                    seen.add((msg.partition() or 0, msg.offset() or 0))
+        assert not pending, f"partitions {pending} not read to the end"
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_land(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produced: Callable,
+    table: str,
+    tmp_path: Path,
+    ledger: Ledger,
+) -> None:
+    topic = make_topic(partitions=2)
+    tid = f"fencing-{uuid.uuid4().hex[:8]}"
+    first = tmp_path / "first.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
+    env.update(EOS_KAFKA_BOOTSTRAP=kafka_bootstrap, EOS_STATE_DIR=str(tmp_path / "state"))
+    cmd = [EOS_ASSETS, "produce", "--topic", topic, "--count", "100000", "--rate", "400"]
+    cmd += ["--transaction-size", "400", "--transactional-id", tid, "--seed", "51"]
+    cmd += ["--manifest", str(first)]
+    zombie = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Kill it early in a transaction (never near its commit): 3 done, the 4th open.
+        deadline = time.monotonic() + 60
+        while not (
+            first.exists()
+            and len(first.read_text().splitlines()) >= 1200
+            and 20 <= open_records(kafka_bootstrap, topic, 2) < 200
+        ):
+            assert zombie.poll() is None, zombie.communicate()
+            assert time.monotonic() < deadline, "the producer never got going"
+            time.sleep(0.02)
+        zombie.send_signal(signal.SIGKILL)
+    finally:
+        zombie.kill()
+        zombie.communicate()
+    stuck = open_records(kafka_bootstrap, topic, 2)
+    assert stuck > 0, "the killed producer must have left a transaction open"
+    time.sleep(0.5)
+    assert open_records(kafka_bootstrap, topic, 2) == stuck, "nothing times it out (noida)"
+
+    manifest = read_manifest(first)
+    held_back = ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    assert held_back.records == len(manifest), "readers stop at the open transaction"
+
+    # The successor: same transactional.id; its init_transactions fences and aborts.
+    manifest += produced(
+        topic, count=800, seed=52, transactional_id=tid, abort_ratio=0.0, transaction_size=200
+    )[1]
+    assert open_records(kafka_bootstrap, topic, 2) == 0, "the zombie's transaction is aborted"
+    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+
+    known = {(line["partition"], line["offset"]) for line in manifest}
+    zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known
+    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
+    verdict = judge(table, manifest)
+    ledger.record(
+        "producer SIGKILL mid-transaction, restart same id",
+        1,
+        verdict.lost,
+        verdict.doubled,
+        f"{len(zombie_records)} open records fenced, 0 in bronze",
+    )
+    assert len(zombie_records) >= stuck, "the open transaction's records are in the log"
+    assert not zombie_records & landed, "a fenced transaction's record reached bronze"
+    assert verdict.exact, f"after the producer's restart: {verdict}"
+    assert not overlaps(table), overlaps(table)
+
+
+def test_a_live_zombie_cannot_commit_after_it_is_fenced(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produced: Callable,
+    table: str,
+    ledger: Ledger,
+) -> None:
+    topic = make_topic(partitions=2)
+    tid = f"zombie-{uuid.uuid4().hex[:8]}"
+    zombie = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "transactional.id": tid, "enable.idempotence": True}
+    )
+    sent: list[tuple[int, int]] = []
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        assert err is None, err
+        sent.append((msg.partition() or 0, msg.offset() or 0))
+
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(40):
+        zombie.produce(topic, value=b'{"zombie": %d}' % i, key=b"z", on_delivery=delivered)
+    assert zombie.flush(30) == 0 and len(sent) == 40
+
+    manifest = produced(topic, count=500, seed=61, transactional_id=tid, abort_ratio=0.0)[1]
+    with pytest.raises(KafkaException) as refused:
+        zombie.commit_transaction(30)
+    error = refused.value.args[0]
+    assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+
+    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
+    verdict = judge(table, manifest)
+    ledger.record(
+        "live zombie producer fenced", 1, verdict.lost, verdict.doubled, "its commit refused"
+    )
+    assert not set(sent) & landed, "the zombie's records reached bronze"
+    assert verdict.exact, f"after fencing a live zombie: {verdict}"
