@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install demo test lint ui bench broker-up broker-down preflight lock clean
+.PHONY: install demo test lint ui bench broker-up broker-down preflight lock clean chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -24,7 +24,15 @@ demo: preflight
 	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	$(BIN)/eos-assets demo
 
-test: preflight
+# The UI test drives Debian's Chromium (headless). Installed only when missing.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "error: /usr/bin/chromium is missing: run 'sudo apt-get update && sudo apt-get install -y chromium'"; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: preflight chromium
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -5,8 +5,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.gold import WINDOW_AGGREGATES
+from eos_assets.defs.silver import EVENTS, ORDER_STATE
 from eos_assets.lib import broker
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.producer import ProduceOptions, produce
@@ -83,8 +86,58 @@ def run_demo(options: DemoOptions) -> str:
         f"  total: {meta['records']} records, {meta['malformed']} malformed, "
         f"Delta version {meta['delta_version']}, ingest {meta['seconds'].get('total', 0):.1f}s"
     )
+    lines.extend(_derived_lines(result))
+    lines.extend(_kpi_lines(settings.warehouse))
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
     return "\n".join(lines)
+
+
+def _metadata(result: dg.ExecuteInProcessResult, node: str, key: dg.AssetKey) -> dict:
+    for mat in result.asset_materializations_for_node(node):
+        if mat.asset_key == key:
+            return {k: v.value for k, v in mat.metadata.items()}
+    raise EosError(f"the demo run did not materialize {key.to_user_string()}")
+
+
+def _derived_lines(result: dg.ExecuteInProcessResult) -> list[str]:
+    """One line per silver and gold table: what this run added."""
+    events = _metadata(result, "silver__events", EVENTS)
+    state = _metadata(result, "silver__order_state", ORDER_STATE)
+    windows = _metadata(result, "window_aggregates", WINDOW_AGGREGATES)
+    return [
+        f"  silver/events: {events['rows_inserted']} events inserted, "
+        f"{events['duplicates_in_batch'] + events['duplicates_already_in_silver']} duplicates "
+        f"and {events['malformed_excluded']} malformed records left out",
+        f"  silver/order_state: {state['orders_touched']} orders touched",
+        f"  gold/window_aggregates: {windows['windows_recomputed']} windows computed, "
+        f"{windows['late_events']} late events recorded in gold/late_events, "
+        f"watermark {windows['watermark']}",
+    ]
+
+
+def _kpi_lines(warehouse: str) -> list[str]:
+    """The daily KPI table as served from DuckDB, and the Delta versions it reflects."""
+    with duckdb.connect(warehouse, read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT day, currency, orders_created, orders_paid, orders_cancelled, revenue, "
+            "average_order_value, unique_customers, cancellation_rate "
+            "FROM kpi_daily ORDER BY day, currency"
+        ).fetchall()
+        versions = conn.execute(
+            "SELECT table_name, delta_version FROM eos_delta_versions ORDER BY table_name"
+        ).fetchall()
+    header = (
+        f"    {'day':<10} {'cur':<4} {'created':>8} {'paid':>6} {'cancelled':>9} "
+        f"{'revenue':>12} {'AOV':>8} {'customers':>9} {'cancel %':>8}"
+    )
+    lines = [f"  KPIs per day from DuckDB ({warehouse}):", header]
+    for day, cur, created, paid, cancelled, revenue, aov, customers, rate in rows:
+        lines.append(
+            f"    {day!s:<10} {cur:<4} {created:>8} {paid:>6} {cancelled:>9} {revenue:>12,.2f} "
+            f"{aov or 0:>8.2f} {customers:>9} {100 * (rate or 0):>7.1f}%"
+        )
+    lines.append("    reflects Delta " + ", ".join(f"gold/{t} v{v}" for t, v in versions))
+    return lines
 
 
 def _bronze_metadata(result: dg.ExecuteInProcessResult) -> dict:

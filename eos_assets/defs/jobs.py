@@ -3,11 +3,32 @@
 import dagster as dg
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.checks import FRESHNESS_KEY, KAFKA_AUDIT_KEY, SCHEDULED_CHECKS
 
 ingest_job = dg.define_asset_job(
     "ingest_kafka_to_bronze",
-    selection=dg.AssetSelection.assets(RAW_EVENTS),
-    description="Read every new committed Kafka record into bronze/raw_events, exactly once.",
+    # The checks that read Kafka run on their own schedules, not after every ingest.
+    selection=dg.AssetSelection.assets(RAW_EVENTS) - dg.AssetSelection.checks(*SCHEDULED_CHECKS),
+    description="Read every new committed Kafka record into bronze/raw_events, exactly once, "
+    "then check its offsets (blocking) and its malformed rate.",
+)
+
+freshness_job = dg.define_asset_job(
+    "check_bronze_freshness",
+    selection=dg.AssetSelection.checks(FRESHNESS_KEY),
+    description="Warn when the oldest Kafka record not yet in bronze is older than the limit.",
+)
+
+audit_job = dg.define_asset_job(
+    "audit_bronze_against_kafka",
+    selection=dg.AssetSelection.checks(KAFKA_AUDIT_KEY),
+    description="Re-read the retained Kafka log and compare it with bronze, offset by offset.",
+)
+
+refresh_job = dg.define_asset_job(
+    "refresh_silver_and_gold",
+    selection=dg.AssetSelection.assets(RAW_EVENTS).downstream(include_self=False),
+    description="Bring silver, gold and the DuckDB serving tables up to the current bronze.",
 )
 
 all_assets_job = dg.define_asset_job(

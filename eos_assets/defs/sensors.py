@@ -1,0 +1,130 @@
+"""The consumer-lag sensor: watches how far bronze is behind Kafka and launches the ingest.
+
+Lag comes from the Delta table's ``txn`` positions (the source of truth) and the partitions'
+last stable offsets, never from Kafka group offsets. Each tick records it as an observation of
+bronze/raw_events (the asset's Plots tab charts it), keeps a window of samples in the cursor
+for a Burrow-style status, and launches ``ingest_kafka_to_bronze`` when the lag or the age of
+the oldest pending record crosses its limit (``lib.limits``).
+"""
+
+import time
+
+import dagster as dg
+
+from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.jobs import ingest_job
+from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
+from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
+from eos_assets.lib.limits import Limits
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+
+LAG_SENSOR = "ingest_on_kafka_lag"
+_ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def _observation(
+    lags: list[PartitionLag], history: LagHistory, now: float, limits: Limits, reason: str
+) -> dg.AssetObservation:
+    verdicts = history.evaluate(now, limits.lag_stop_after_s)
+    ages = {lg.key: _rounded(lg.age_s(now)) for lg in lags}
+    known = [a for a in ages.values() if a is not None]
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "lag_total": sum(lg.lag for lg in lags),
+        "status": str(worst(v.status for v in verdicts.values())),
+        "decision": reason,
+        "partitions": dg.MetadataValue.json(
+            {
+                lg.key: {
+                    "position": lg.position,
+                    "last_stable_offset": lg.end,
+                    "lag": lg.lag,
+                    "age_s": ages[lg.key],
+                    "status": str(verdicts[lg.key].status),
+                    "why": verdicts[lg.key].reason,
+                }
+                for lg in lags
+            }
+        ),
+    }
+    if known:
+        metadata["oldest_pending_age_s"] = max(known)
+    for lg in lags:
+        metadata[f"lag {lg.topic}[{lg.partition}]"] = lg.lag
+    return dg.AssetObservation(asset_key=RAW_EVENTS, metadata=metadata)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+@dg.sensor(
+    name=LAG_SENSOR,
+    job=ingest_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Measures bronze's lag behind Kafka (Delta txn positions vs last stable "
+    "offsets), records it on bronze/raw_events with a Burrow-style status (OK, WARN, STALL, "
+    "STOP) and launches the ingest when the lag reaches EOS_LAG_MAX_RECORDS or the oldest "
+    "pending record EOS_LAG_MAX_AGE_S.",
+)
+def ingest_on_kafka_lag(
+    context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: LakeResource
+) -> dg.SensorResult:
+    """Launch an ingest when bronze is too far behind; skip with the reason otherwise.
+
+    Raises:
+        BrokerError: Kafka is unreachable or a topic is missing (the tick fails with one line).
+    """
+    limits = Limits.from_env()
+    now = time.time()
+    client = kafka.client_config()
+    lags = measure_lag(
+        client, kafka.topics, lake.table_uri(*RAW_EVENTS.path), lake.storage_options, False
+    )
+    total = sum(lg.lag for lg in lags)
+    if 0 < total < limits.lag_max_records:
+        lags = with_ages(client, lags)  # small by construction: reading its head is cheap
+    history = LagHistory.from_json(context.cursor)
+    history.retain(lg.key for lg in lags)
+    for lg in lags:
+        history.add(lg.key, Sample(now, lg.start, lg.end), limits.lag_window)
+    ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
+    only_markers = bool(ages) and all(
+        lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0
+    )
+    decision = decide(
+        total,
+        max((a for a in ages if a is not None), default=None),
+        limits.lag_max_records,
+        limits.lag_max_age_s,
+        only_markers,
+    )
+    reason = decision.reason
+    request = None
+    if decision.launch:
+        key = run_key({(lg.topic, lg.partition): lg.end for lg in lags})
+        active = context.instance.get_runs(
+            filters=dg.RunsFilter(job_name=ingest_job.name, statuses=_ACTIVE), limit=1
+        )
+        if history.requested == key:
+            reason = f"an ingest up to these offsets was already requested (run key {key})"
+        elif active:
+            reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
+        else:
+            history.requested = key
+            request = dg.RunRequest(
+                run_key=key, tags={"eos/trigger": "lag", "eos/lag_total": str(total)}
+            )
+    events = [_observation(lags, history, now, limits, reason)]
+    if request is None:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(reason), cursor=history.to_json(), asset_events=events
+        )
+    context.log.info(f"launching {ingest_job.name}: {reason}")
+    return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)

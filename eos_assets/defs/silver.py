@@ -1,0 +1,113 @@
+"""Silver layer: deduplicated events and the latest state of every order."""
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.order_state import update_order_state
+from eos_assets.lib.silver_events import update_events
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import spark_session
+
+EVENTS = dg.AssetKey(["silver", "events"])
+ORDER_STATE = dg.AssetKey(["silver", "order_state"])
+
+T = TypeVar("T")
+
+
+def run_or_fail(step: Callable[[], T]) -> T:
+    """Run ``step``; an error the user can fix fails the run with its one-line message."""
+    try:
+        return step()
+    except EosError as exc:
+        raise dg.Failure(description=str(exc)) from exc
+
+
+def versions_json(versions: tuple[int, int] | None) -> dg.MetadataValue:
+    """Upstream versions ``[first, last]`` consumed by a run (empty: none)."""
+    return dg.MetadataValue.json(list(versions) if versions else [])
+
+
+def seconds(values: dict[str, float]) -> dg.MetadataValue:
+    """Durations as rounded JSON metadata."""
+    return dg.MetadataValue.json({k: round(v, 3) for k, v in values.items()})
+
+
+@dg.asset(key=EVENTS, deps=[RAW_EVENTS], group_name="silver", kinds={"spark", "delta"})
+def events(
+    context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
+) -> dg.MaterializeResult:
+    """One row per event_id among valid bronze records: the first delivery wins, insert-if-absent.
+
+    Reads only the bronze files added since the bronze version recorded in this table's ``txn``
+    action, drops malformed records, keeps the first delivery of each event (earliest bronze
+    version, then lowest topic/partition/offset) and anti-joins it against the silver files of
+    the same dates and event-time spans. Rows and the consumed version commit together.
+    """
+    outcome = run_or_fail(
+        lambda: update_events(
+            spark_session(pyspark),
+            lake.table_uri(*RAW_EVENTS.path),
+            lake.table_uri(*EVENTS.path),
+            lake.storage_options,
+        )
+    )
+    if outcome.bronze_versions is None:
+        context.log.info("no new bronze versions: nothing to do")
+    return dg.MaterializeResult(
+        metadata={
+            "delta_version": outcome.version,
+            "bronze_versions_consumed": versions_json(outcome.bronze_versions),
+            "bronze_rows_in": outcome.bronze_rows,
+            "malformed_excluded": outcome.malformed,
+            "duplicates_in_batch": outcome.duplicates_in_batch,
+            "duplicates_already_in_silver": outcome.duplicates_existing,
+            "rows_inserted": outcome.inserted,
+            "event_dates": dg.MetadataValue.json(outcome.dates),
+            "silver_files_read_for_dedup": outcome.existing_files_read,
+            "silver_rows_read_for_dedup": outcome.existing_rows_read,
+            "files_written": outcome.files_written,
+            "attempts": outcome.attempts,
+            "seconds": seconds(outcome.seconds),
+        }
+    )
+
+
+@dg.asset(key=ORDER_STATE, deps=[EVENTS], group_name="silver", kinds={"spark", "delta"})
+def order_state(
+    context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
+) -> dg.MaterializeResult:
+    """The latest state of each order (status, amounts, first/last event time, event count).
+
+    A commutative merge: status comes from the order's latest event by (event_time, topic,
+    partition, offset), so out-of-order and replayed arrivals give the same state. Only the
+    orders touched by new silver rows are read and merged.
+    """
+    outcome = run_or_fail(
+        lambda: update_order_state(
+            spark_session(pyspark),
+            lake.table_uri(*EVENTS.path),
+            lake.table_uri(*ORDER_STATE.path),
+            lake.storage_options,
+        )
+    )
+    if outcome.silver_versions is None:
+        context.log.info("no new silver versions: nothing to do")
+    return dg.MaterializeResult(
+        metadata={
+            "delta_version": outcome.version,
+            "silver_versions_consumed": versions_json(outcome.silver_versions),
+            "events_in": outcome.events,
+            "orders_touched": outcome.orders_touched,
+            "orders_inserted": outcome.orders_inserted,
+            "orders_updated": outcome.orders_updated,
+            "files_rewritten_by_merge": outcome.files_rewritten,
+            "rows_copied_by_merge": outcome.rows_copied,
+            "attempts": outcome.attempts,
+            "seconds": seconds(outcome.seconds),
+        }
+    )

@@ -1,0 +1,76 @@
+"""What the ingest wrote into the Delta log: the ranges of each commit and the positions.
+
+Every ingest commit carries ``eos.operation = "ingest"`` and ``eos.ranges`` (one entry per
+topic-partition: ``topic, partition, start, end, records, malformed, gaps``) in its commit
+metadata, and one ``txn`` action per partition (app id ``eos:<topic>:<partition>``) whose
+version is the next offset to read. Other commits (compaction, vacuum) carry no ranges.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from eos_assets.lib.ranges import app_id
+
+RANGE_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("committed_at_ms", pa.int64()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("records", pa.int64()),
+        ("malformed", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class IngestLog:
+    """Every committed range still in the table's log, oldest first.
+
+    Attributes:
+        ranges: one row per (commit, partition), ``RANGE_SCHEMA``.
+        first_version: the oldest version still in the log; above 0 when old log entries
+            were cleaned up after a checkpoint, so ranges before it are unknown.
+        positions: the ``txn`` version (next offset to read) of each partition with ranges.
+    """
+
+    ranges: pa.Table
+    first_version: int
+    positions: dict[tuple[str, int], int | None]
+
+    @property
+    def complete(self) -> bool:
+        """True when the log still holds every commit since the table was created."""
+        return self.first_version == 0
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Topic-partitions with at least one committed range."""
+        return sorted(self.positions)
+
+
+def read_ingest_log(dt: DeltaTable) -> IngestLog:
+    """Collect the ranges of every ingest commit of ``dt`` and the partitions' positions."""
+    rows: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
+    first_version = dt.version()
+    for entry in dt.history():
+        version = int(entry["version"])
+        first_version = min(first_version, version)
+        if entry.get("eos.operation") != "ingest":
+            continue
+        for r in entry.get("eos.ranges") or []:
+            row: Mapping[str, object] = {
+                **r,
+                "version": version,
+                "committed_at_ms": int(entry.get("timestamp") or 0),
+            }
+            for name in RANGE_SCHEMA.names:
+                rows[name].append(row.get(name, 0))
+    ranges = pa.table(rows, schema=RANGE_SCHEMA).sort_by([("version", "ascending")])
+    tps = sorted(set(zip(rows["topic"], rows["partition"], strict=True)))
+    positions = {tp: dt.transaction_version(app_id(*tp)) for tp in tps}
+    return IngestLog(ranges=ranges, first_version=first_version, positions=positions)

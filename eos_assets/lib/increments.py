@@ -1,0 +1,226 @@
+"""What a derived table has not consumed yet of its upstream Delta table.
+
+Every derived table records, in its own ``txn`` action with app id
+``eos:upstream:<layer>/<table>``, the upstream Delta version it has consumed. The new data of a
+run are the files *added with* ``dataChange=true`` in upstream versions ``(consumed, current]``,
+read from the upstream ``_delta_log/<version>.json`` entries, as Delta's own streaming source
+does: a compaction re-adds rows with ``dataChange=false`` and so never feeds them again.
+
+The upstreams read this way (bronze/raw_events, silver/events) are append-only: a ``remove``
+with ``dataChange=true`` means rows were deleted or overwritten, which an incremental consumer
+cannot follow, so it stops with the fix (rebuild the derived table). The log entries must still
+exist: Delta keeps them ``delta.logRetentionDuration`` (30 days by default) after a checkpoint.
+
+The version consumed, the data written and the new ``txn`` go into one commit made from the
+``DeltaTable`` snapshot the consumed version was read from, so a racing duplicate run fails
+with ``CommitFailedError`` and re-plans (ARCHITECTURE.md, protocol step 4); ``replanning`` is
+that loop.
+"""
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from eos_assets.lib.errors import EosError
+
+log = logging.getLogger(__name__)
+
+APP_PREFIX = "eos:upstream:"
+MAX_ATTEMPTS = 3
+
+T = TypeVar("T")
+
+
+def upstream_app(upstream_key: str) -> str:
+    """The ``txn`` app id recording how far a table consumed ``upstream_key`` (``layer/table``)."""
+    return f"{APP_PREFIX}{upstream_key}"
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    """One data file added to the upstream table, with the version that added it."""
+
+    version: int
+    uri: str
+    size: int
+    records: int | None
+    partition_values: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class Increment:
+    """Upstream files added in versions ``(consumed, version]``.
+
+    Attributes:
+        upstream_uri: the upstream table.
+        consumed: the version already consumed (None: nothing yet).
+        version: the upstream version this increment reaches; its snapshot is what a run reads.
+        files: files added with ``dataChange=true`` in those versions, in version order.
+    """
+
+    upstream_uri: str
+    consumed: int | None
+    version: int
+    files: list[AddedFile] = field(default_factory=list)
+
+    @property
+    def is_new(self) -> bool:
+        """True when upstream moved past the consumed version."""
+        return self.consumed is None or self.version > self.consumed
+
+    @property
+    def records(self) -> int:
+        """Rows in the added files (from their statistics; files without stats count 0)."""
+        return sum(f.records or 0 for f in self.files)
+
+    @property
+    def first_version(self) -> int:
+        """The first upstream version of this increment."""
+        return 0 if self.consumed is None else self.consumed + 1
+
+
+def load_upstream(uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable:
+    """The latest snapshot of an upstream table.
+
+    Raises:
+        EosError: the table does not exist yet (materialize the upstream asset first).
+    """
+    try:
+        return DeltaTable(uri, storage_options=dict(storage_options or {}))
+    except TableNotFoundError as exc:
+        raise EosError(
+            f"the upstream table {uri} does not exist yet: materialize it first "
+            "(materialize_all runs the whole graph in order)"
+        ) from exc
+
+
+def plan_increment(upstream: DeltaTable, upstream_uri: str, consumed: int | None) -> Increment:
+    """The files ``upstream`` (a loaded snapshot) added after version ``consumed``.
+
+    Raises:
+        EosError: the upstream was rewritten (a data-changing remove), its log entries are
+            gone, or it is older than what was consumed (it was re-created).
+    """
+    version = upstream.version()
+    if consumed is not None and consumed > version:
+        raise EosError(
+            f"{upstream_uri} is at version {version} but version {consumed} was already "
+            "consumed: the upstream table was re-created; delete the derived tables to rebuild"
+        )
+    start = 0 if consumed is None else consumed + 1
+    files = added_files(upstream_uri, start, version) if start <= version else []
+    return Increment(upstream_uri=upstream_uri, consumed=consumed, version=version, files=files)
+
+
+def added_files(table_uri: str, first: int, last: int, append_only: bool = True) -> list[AddedFile]:
+    """Files added with ``dataChange=true`` by versions ``first..last`` of a table.
+
+    Raises:
+        EosError: the table is ``append_only`` and a version removed data, or a log entry
+            no longer exists.
+    """
+    fs, root = pafs.FileSystem.from_uri(table_uri)
+    root = root.rstrip("/")
+    files: list[AddedFile] = []
+    for version in range(first, last + 1):
+        entry = f"{root}/_delta_log/{version:020d}.json"
+        try:
+            with fs.open_input_stream(entry) as stream:
+                lines = stream.read().decode().splitlines()
+        except FileNotFoundError as exc:
+            raise EosError(
+                f"the log entry of version {version} of {table_uri} is gone (log retention): "
+                "delete the derived table to rebuild it from the current snapshot"
+            ) from exc
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            remove = action.get("remove")
+            if append_only and remove is not None and remove.get("dataChange", True):
+                raise EosError(
+                    f"version {version} of {table_uri} deleted or rewrote rows, which an "
+                    "incremental consumer cannot follow: delete the derived tables to rebuild"
+                )
+            add = action.get("add")
+            if add is None or not add.get("dataChange", True):
+                continue
+            stats = json.loads(add["stats"]) if add.get("stats") else {}
+            files.append(
+                AddedFile(
+                    version=version,
+                    uri=_file_uri(table_uri, add["path"]),
+                    size=int(add.get("size", 0)),
+                    records=stats.get("numRecords"),
+                    partition_values=add.get("partitionValues") or {},
+                )
+            )
+    return files
+
+
+def _file_uri(table_uri: str, path: str) -> str:
+    path = unquote(path)
+    if "://" in path or path.startswith("/"):
+        return path
+    return f"{table_uri.rstrip('/')}/{path}"
+
+
+def read_files(
+    spark: SparkSession, files: Sequence[AddedFile], schema: StructType, version_column: str
+) -> DataFrame:
+    """The rows of ``files`` with the upstream version that added each as ``version_column``.
+
+    ``schema`` holds the columns stored in the files (not partition columns).
+    """
+    by_version: dict[int, list[str]] = {}
+    for f in files:
+        by_version.setdefault(f.version, []).append(f.uri)
+    frames = [
+        spark.read.schema(schema).parquet(*uris).withColumn(version_column, F.lit(v).cast("long"))
+        for v, uris in sorted(by_version.items())
+    ]
+    if not frames:
+        empty = spark.createDataFrame([], schema)
+        return empty.withColumn(version_column, F.lit(None).cast("long"))
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return frame
+
+
+def replanning(attempt: Callable[[int], T], what: str) -> T:
+    """Run ``attempt(number)`` (plan, compute, commit from the planned snapshot) until it commits.
+
+    A ``CommitFailedError`` means a concurrent run committed first: plan again from the new
+    snapshot, where the work it did is already consumed.
+
+    Raises:
+        EosError: ``MAX_ATTEMPTS`` attempts lost their commit race.
+    """
+    for number in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return attempt(number)
+        except CommitFailedError:
+            log.warning("%s: concurrent commit (attempt %d); re-planning", what, number)
+    raise EosError(
+        f"{what} lost {MAX_ATTEMPTS} commit races with concurrent writers: let one run at a "
+        "time and retry"
+    )
+
+
+def txn_metadata(increment: Increment, operation: str, **extra: Any) -> dict[str, Any]:
+    """Commit metadata naming what a derived commit consumed."""
+    return {
+        "eos.operation": operation,
+        "eos.upstream": increment.upstream_uri,
+        "eos.upstream_versions": [increment.first_version, increment.version],
+        **extra,
+    }

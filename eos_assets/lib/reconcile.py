@@ -1,0 +1,234 @@
+"""Checks of the derived tables with DuckDB: unique event ids, windows and KPIs reconciled.
+
+- ``silver/events`` holds each ``event_id`` once (and never a null one).
+- The final windows of ``gold/window_aggregates`` (end at or before the table's watermark)
+  have exactly the totals that the silver rows of the same window give, silver read at the
+  version the windows consumed (its ``txn`` record), so an unconsumed silver change is no
+  false alarm.
+- Every KPI table served from DuckDB equals, key by key, its Delta table at the version DuckDB
+  says it mirrored.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+SAMPLE = 10
+TOLERANCE = 1e-6  # relative, for float sums computed in another order
+
+
+@dataclass
+class Report:
+    """A check outcome: ``problems`` (first ones) and ``counts`` for metadata."""
+
+    ok_text: str = ""
+    problems: list[str] = field(default_factory=list)
+    problem_count: int = 0
+    counts: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing differs."""
+        return self.problem_count == 0
+
+    def summary(self) -> str:
+        """One line: the first problems, or what was proven."""
+        if self.ok:
+            return self.ok_text
+        return f"{self.problem_count} problem(s): " + "; ".join(self.problems[:3])
+
+    def metadata(self) -> dict[str, object]:
+        """Counts and the first problems."""
+        return {**self.counts, "problems": self.problem_count, "first_problems": self.problems}
+
+
+def read_version(
+    uri: str,
+    version: int | None = None,
+    columns: Sequence[str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> pa.Table:
+    """The table at ``version`` (latest when None) as Arrow, through an explicit filesystem."""
+    options = dict(storage_options or {})
+    dt = DeltaTable(uri, version=version, storage_options=options)
+    schema = pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
+    files = dt.file_uris()
+    if not files:
+        empty = schema.empty_table()
+        return empty.select(list(columns)) if columns else empty
+    fs, _ = pafs.FileSystem.from_uri(files[0])
+    paths = [pafs.FileSystem.from_uri(f)[1] for f in files]
+    cols = list(columns) if columns else None
+    return pq.read_table(paths, filesystem=fs, columns=cols, schema=schema)
+
+
+def unique_event_ids(silver: pa.Table) -> Report:
+    """``event_id`` is never null and appears once in ``silver`` (its event_id, topic,
+    partition and offset columns)."""
+    con = duckdb.connect()
+    try:
+        con.register("silver", silver)
+        rows, distinct, nulls = con.execute(
+            "SELECT count(*), count(DISTINCT event_id), count(*) - count(event_id) FROM silver"
+        ).fetchone() or (0, 0, 0)
+        dupes = con.execute(
+            "SELECT event_id, count(*), list(topic || '[' || \"partition\" || ']@' || \"offset\" "
+            'ORDER BY "offset")[1:3] FROM silver WHERE event_id IS NOT NULL GROUP BY event_id '
+            f"HAVING count(*) > 1 ORDER BY event_id LIMIT {SAMPLE}"
+        ).fetchall()
+        duplicated = con.execute(
+            "SELECT count(*) FROM (SELECT event_id FROM silver WHERE event_id IS NOT NULL "
+            "GROUP BY event_id HAVING count(*) > 1)"
+        ).fetchone() or (0,)
+    finally:
+        con.close()
+    report = Report(ok_text=f"{rows} rows, {distinct} distinct event_ids: each exactly once")
+    report.problems = [f"event_id {e} x{n} ({', '.join(at)})" for e, n, at in dupes]
+    if nulls:
+        report.problems.insert(0, f"{nulls} row(s) without event_id")
+    report.problem_count = int(duplicated[0]) + (1 if nulls else 0)
+    report.counts = {
+        "rows": int(rows),
+        "distinct_event_ids": int(distinct),
+        "null_event_ids": int(nulls),
+        "duplicated_event_ids": int(duplicated[0]),
+    }
+    return report
+
+
+WINDOW_MEASURES = ("event_count", "distinct_orders", "distinct_customers", "amount_sum")
+
+
+def reconcile_windows(
+    windows: pa.Table, silver: pa.Table, size_s: int, watermark_us: int | None
+) -> Report:
+    """Compare the final windows with the silver totals of the same windows.
+
+    Args:
+        windows: ``gold/window_aggregates`` rows.
+        silver: ``silver/events`` at the version the windows consumed.
+        size_s: the window size (the table's ``eos:config:window_size_s`` record).
+        watermark_us: the table's watermark; windows ending at or before it are final.
+    """
+    report = Report()
+    if watermark_us is None:
+        report.ok_text = "no final window yet (no watermark)"
+        return report
+    con = duckdb.connect()
+    try:
+        con.register("gold_rows", windows)
+        con.register("silver", silver)
+        size_us = size_s * 1_000_000
+        con.execute(
+            f"""
+            CREATE TEMP TABLE expected AS
+            SELECT make_timestamptz(w * {size_us}) AS window_start, event_type,
+                   coalesce(currency, '') AS currency, count(*) AS event_count,
+                   count(DISTINCT order_id) AS distinct_orders,
+                   count(DISTINCT customer_id) AS distinct_customers,
+                   coalesce(sum(amount), 0) AS amount_sum
+            FROM (SELECT *, floor(epoch_us(event_time) / {size_us})::BIGINT AS w FROM silver)
+            WHERE (w + 1) * {size_us} <= {watermark_us}
+            GROUP BY ALL
+            """
+        )
+        final = f"epoch_us(window_end) <= {watermark_us}"
+        diffs = con.execute(
+            f"""
+            SELECT coalesce(g.window_start, e.window_start) AS ws,
+                   coalesce(g.event_type, e.event_type), coalesce(g.currency, e.currency),
+                   {", ".join(f"g.{m}, e.{m}" for m in WINDOW_MEASURES)}
+            FROM (SELECT * FROM gold_rows WHERE {final}) g
+            FULL OUTER JOIN expected e USING (window_start, event_type, currency)
+            WHERE {" OR ".join(_differs(f"g.{m}", f"e.{m}") for m in WINDOW_MEASURES)}
+            ORDER BY ALL
+            """
+        ).fetchall()
+        finals = con.execute(f"SELECT count(*) FROM gold_rows WHERE {final}").fetchone() or (0,)
+        totals = con.execute(
+            "SELECT count(*), coalesce(sum(event_count), 0), coalesce(sum(amount_sum), 0) "
+            "FROM expected"
+        ).fetchone() or (0, 0, 0)
+    finally:
+        con.close()
+    report.ok_text = (
+        f"{finals[0]} final windows match silver: {totals[1]} events, amount {totals[2]:.2f}"
+    )
+    for row in diffs[:SAMPLE]:
+        ws, event_type, currency, *values = row
+        pairs = [
+            f"{m} {values[2 * i]} vs silver {values[2 * i + 1]}"
+            for i, m in enumerate(WINDOW_MEASURES)
+            if values[2 * i] != values[2 * i + 1]
+        ]
+        report.problems.append(f"window {ws} {event_type}/{currency or '-'}: {', '.join(pairs)}")
+    report.problem_count = len(diffs)
+    report.counts = {
+        "final_windows": int(finals[0]),
+        "silver_final_windows": int(totals[0]),
+        "silver_events_in_final_windows": int(totals[1]),
+        "watermark_us": watermark_us,
+        "window_size_s": size_s,
+    }
+    return report
+
+
+def _differs(a: str, b: str) -> str:
+    return (
+        f"({a} IS NULL) <> ({b} IS NULL) OR "
+        f"abs({a} - {b}) > {TOLERANCE} * greatest(1, abs({a}), abs({b}))"
+    )
+
+
+@dataclass(frozen=True)
+class Served:
+    """One KPI table: its DuckDB name, primary key and Delta location."""
+
+    name: str
+    key: Sequence[str]
+    uri: str
+
+
+def reconcile_serving(
+    con: duckdb.DuckDBPyConnection,
+    served: Sequence[Served],
+    versions_table: str,
+    storage_options: Mapping[str, str] | None = None,
+) -> Report:
+    """Compare each DuckDB KPI table with its Delta table at the mirrored version, key by key."""
+    report = Report()
+    mirrored = dict(
+        con.execute(f"SELECT table_name, delta_version FROM {versions_table}").fetchall()
+    )
+    checked = []
+    for table in served:
+        version = mirrored.get(table.name)
+        if version is None:
+            report.problems.append(f"{table.name}: never mirrored into DuckDB")
+            report.problem_count += 1
+            continue
+        delta = read_version(table.uri, int(version), storage_options=storage_options)
+        measures = [f.name for f in delta.schema if f.name not in table.key]
+        con.register("delta_rows", delta)
+        keys = [f'"{k}"' for k in table.key]
+        differs = " OR ".join(f'd."{m}" IS DISTINCT FROM s."{m}"' for m in measures)
+        bad = con.execute(
+            f"SELECT {', '.join(f'coalesce(d.{k}, s.{k})' for k in keys)} "
+            f'FROM delta_rows d FULL OUTER JOIN "{table.name}" s USING ({", ".join(keys)}) '
+            f"WHERE d.{keys[0]} IS NULL OR s.{keys[0]} IS NULL OR {differs} ORDER BY ALL"
+        ).fetchall()
+        con.unregister("delta_rows")
+        checked.append(f"{table.name}@v{version} ({delta.num_rows} rows)")
+        report.problems += [
+            f"{table.name} key {tuple(row)} differs from Delta v{version}" for row in bad[:SAMPLE]
+        ]
+        report.problem_count += len(bad)
+        report.counts[f"{table.name}_rows"] = delta.num_rows
+        report.counts[f"{table.name}_delta_version"] = int(version)
+    report.ok_text = "DuckDB equals Delta, key by key: " + ", ".join(checked)
+    return report

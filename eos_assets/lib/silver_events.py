@@ -1,0 +1,255 @@
+"""``silver/events``: one row per ``event_id`` among valid bronze records, insert-if-absent.
+
+The first delivery of an event wins: across bronze versions the earliest ingested
+(``bronze_version``), within one the lowest ``(topic, partition, offset)``. Ordering by
+``(bronze_version, topic, partition, offset)`` makes the result independent of how many bronze
+versions one run consumes. Rows are inserted, never updated; malformed records (``error`` set)
+stay in bronze.
+
+**Insert-if-absent without scanning the table.** The table is partitioned by ``event_date``
+(UTC date of ``event_time``), and each run writes one file per date and ``FILE_SPAN`` of event
+time, so file statistics on ``event_time`` stay tight. New rows are anti-joined only against the
+files whose partition and ``event_time`` range can hold an event time present in the batch.
+This rests on one assumption, documented here and checked by the producer's contract: a
+duplicate of an event carries the same payload, hence the same ``event_time`` (a producer that
+retries at the application level re-sends the same bytes). Work per run therefore grows with the
+batch and the event-time spans it touches, not with the table.
+
+Crash points (``faults.crash_point``): ``AFTER_FILES`` (files written, not committed: orphans
+no reader sees) and ``AFTER_COMMIT``. Either way a re-run finishes the job exactly once.
+"""
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from eos_assets.lib import delta_io, delta_tables, faults, file_writer, increments
+from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.schema_time import UTC_MICROS
+
+UPSTREAM = "bronze/raw_events"
+APP = increments.upstream_app(UPSTREAM)
+PARTITION_BY = ("event_date",)
+FILE_SPAN = timedelta(minutes=15)
+
+AFTER_FILES = "silver_events_after_files"
+AFTER_COMMIT = "silver_events_after_commit"
+CRASH_POINTS = (AFTER_FILES, AFTER_COMMIT)
+
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("event_type", pa.string()),
+        ("event_time", UTC_MICROS),
+        ("order_id", pa.string()),
+        ("customer_id", pa.string()),
+        ("amount", pa.float64()),
+        ("currency", pa.string()),
+        ("schema_version", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("kafka_timestamp", UTC_MICROS),
+        ("bronze_version", pa.int64()),
+        ("event_date", pa.date32()),
+    ]
+)
+FIRST_DELIVERY = ("bronze_version", "topic", "partition", "offset")
+
+
+@dataclass
+class EventsOutcome:
+    """What one run did; ``version`` is None when nothing was committed."""
+
+    version: int | None = None
+    bronze_versions: tuple[int, int] | None = None
+    bronze_rows: int = 0
+    malformed: int = 0
+    duplicates_in_batch: int = 0
+    duplicates_existing: int = 0
+    inserted: int = 0
+    dates: list[str] = field(default_factory=list)
+    existing_files_read: int = 0
+    existing_rows_read: int = 0
+    files_written: int = 0
+    attempts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def update_events(
+    spark: SparkSession,
+    bronze_uri: str,
+    silver_uri: str,
+    storage_options: dict[str, str] | None = None,
+) -> EventsOutcome:
+    """Insert the first delivery of every new valid bronze event into silver/events.
+
+    Raises:
+        EosError: bronze was rewritten or its log is gone, or the commit kept losing races.
+    """
+    delta_tables.ensure(silver_uri, EVENTS_SCHEMA, PARTITION_BY, storage_options=storage_options)
+
+    def attempt(number: int) -> EventsOutcome:
+        outcome = EventsOutcome(attempts=number)
+        return _attempt(spark, bronze_uri, silver_uri, storage_options, outcome)
+
+    return increments.replanning(attempt, f"silver/events at {silver_uri}")
+
+
+def _attempt(
+    spark: SparkSession,
+    bronze_uri: str,
+    silver_uri: str,
+    storage_options: dict[str, str] | None,
+    outcome: EventsOutcome,
+) -> EventsOutcome:
+    clock = time.monotonic()
+    dt = delta_io.load(silver_uri, storage_options)
+    consumed = dt.transaction_version(APP)
+    increment = increments.plan_increment(
+        increments.load_upstream(bronze_uri, storage_options), bronze_uri, consumed
+    )
+    if not increment.is_new:
+        outcome.seconds["total"] = time.monotonic() - clock
+        return outcome
+    outcome.bronze_versions = (increment.first_version, increment.version)
+    bronze = increments.read_files(
+        spark, increment.files, delta_tables.spark_schema(BRONZE_SCHEMA), "bronze_version"
+    )
+    ranked = ranked_deliveries(bronze).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        # One pass gives the valid rows, the first deliveries and the spans they fall in.
+        per_span = (
+            ranked.groupBy(_span(F.col("event_time")).alias("span"))
+            .agg(
+                F.count(F.lit(1)).alias("valid"),
+                F.count(F.when(F.col("_rank") == 1, 1)).alias("first"),
+            )
+            .collect()
+        )
+        valid = sum(int(r["valid"]) for r in per_span)
+        firsts = sum(int(r["first"]) for r in per_span)
+        outcome.bronze_rows = increment.records
+        outcome.malformed = increment.records - valid
+        outcome.duplicates_in_batch = valid - firsts
+        spans = sorted(datetime.fromtimestamp(r["span"] / 1e6, UTC) for r in per_span)
+        predicate = existing_files_predicate(spans)
+        existing_files = delta_tables.data_files(dt, predicate) if predicate else []
+        outcome.existing_files_read = len(existing_files)
+        outcome.existing_rows_read = sum(f.records for f in existing_files)
+        existing = delta_tables.read_spark(
+            spark, [f.uri for f in existing_files], EVENTS_SCHEMA, PARTITION_BY
+        )
+        new = first_of(ranked).join(existing.select("event_id"), "event_id", "left_anti")
+        outcome.seconds["plan_read"] = time.monotonic() - clock
+        began = time.monotonic()
+        actions = file_writer.write_files(
+            new.withColumn("_span", _span(F.col("event_time"))),
+            silver_uri,
+            EVENTS_SCHEMA,
+            partition_by="event_date",
+            split_by="_span",
+            sort_by="event_time",
+        )
+    finally:
+        ranked.unpersist()
+    outcome.files_written = len(actions)
+    outcome.inserted = sum(_stat_records(a.stats) for a in actions)
+    outcome.duplicates_existing = firsts - outcome.inserted
+    outcome.dates = sorted({str(a.partition_values["event_date"]) for a in actions})
+    outcome.seconds["write"] = time.monotonic() - began
+    faults.crash_point(AFTER_FILES)
+
+    run_id = uuid.uuid4().hex
+    metadata = increments.txn_metadata(
+        increment,
+        "silver_events",
+        **{"eos.run_id": run_id, "eos.inserted": outcome.inserted},
+    )
+    delta_tables.commit_adds(
+        dt, actions, EVENTS_SCHEMA, PARTITION_BY, {APP: increment.version}, metadata
+    )
+    faults.crash_point(AFTER_COMMIT)
+    outcome.version = delta_io.find_commit(silver_uri, "eos.run_id", run_id, storage_options)
+    outcome.seconds["total"] = time.monotonic() - clock
+    return outcome
+
+
+def ranked_deliveries(bronze: DataFrame) -> DataFrame:
+    """The valid rows of ``bronze`` (with ``bronze_version``), ranked per event in delivery order.
+
+    ``_rank`` is 1 for the first delivery of each event.
+    """
+    order = Window.partitionBy("event_id").orderBy(*FIRST_DELIVERY)
+    names = [n for n in EVENTS_SCHEMA.names if n != "event_date"]
+    return (
+        bronze.where(F.col("error").isNull())
+        .select(*names)
+        .withColumn("_rank", F.row_number().over(order))
+    )
+
+
+def first_of(ranked: DataFrame) -> DataFrame:
+    """The first deliveries of ``ranked_deliveries``, with their ``event_date``."""
+    return (
+        ranked.where(F.col("_rank") == 1)
+        .drop("_rank")
+        .withColumn("event_date", F.to_date("event_time"))
+    )
+
+
+def _span(column: Column) -> Column:
+    """The start of the ``FILE_SPAN`` holding ``column``, in microseconds since the epoch."""
+    size = int(FILE_SPAN.total_seconds() * 1_000_000)
+    return F.floor(F.unix_micros(column) / size) * size
+
+
+def existing_files_predicate(spans: list[datetime]) -> str | None:
+    """A file-pruning predicate for the silver files that may hold events of these spans."""
+    return time_ranges_predicate(merge_ranges([(s, s + FILE_SPAN) for s in spans]))
+
+
+def merge_ranges(ranges: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Sorted half-open ranges with touching or overlapping ones merged."""
+    merged: list[tuple[datetime, datetime]] = []
+    for low, high in sorted(ranges):
+        if merged and merged[-1][1] >= low:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def time_ranges_predicate(ranges: list[tuple[datetime, datetime]]) -> str | None:
+    """A file-pruning predicate on silver/events for event times in half-open ``ranges``.
+
+    Each range also names its dates, so that partition pruning applies before statistics.
+    """
+    clauses = []
+    for low, high in ranges:
+        low, high = low.astimezone(UTC), high.astimezone(UTC)
+        clauses.append(
+            f"(event_date IN ({', '.join(_days(low, high))}) AND "
+            f"event_time >= '{low.isoformat()}' AND event_time < '{high.isoformat()}')"
+        )
+    return " OR ".join(clauses) or None
+
+
+def _days(low: datetime, high: datetime) -> list[str]:
+    day, last = low.date(), (high - timedelta(microseconds=1)).date()
+    days = []
+    while day <= last:
+        days.append(f"'{day.isoformat()}'")
+        day += timedelta(days=1)
+    return days
+
+
+def _stat_records(stats: str) -> int:
+    return int(json.loads(stats)["numRecords"])

@@ -1,0 +1,156 @@
+"""Event-time tumbling windows with a grace period: the rules, without Spark or Delta.
+
+**Windows.** ``[start, start + size)`` aligned on the epoch (UTC), per ``event_type`` and
+``currency`` (a missing currency is ``""``).
+
+**Watermark and finality.** Arrival order is the bronze version that brought an event (a
+silver row's ``bronze_version``), so results do not depend on how often the window asset runs.
+After bronze version ``v`` the watermark is ``max(event_time of events up to v) - grace``,
+never moving back (even when ``grace`` grows). A window is *final* once the watermark reaches
+its end. An event is *late* when its window was already final before the event's bronze
+version arrived: it is never lost, its window is recomputed (``revision`` + 1,
+``late_events`` + 1) and the event is recorded (``window_aggregates.py``).
+
+**Revisions.** ``revise`` turns fresh aggregates and the current rows into the rows to upsert:
+``revision`` is 1 at first computation and + 1 per recomputation; a window that becomes final
+without new events is rewritten with ``is_final`` only (same revision). Times are microseconds
+since the epoch.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from eos_assets.lib.increments import upstream_app
+
+UPSTREAM = "silver/events"
+APP = upstream_app(UPSTREAM)
+# State of gold/window_aggregates, kept as txn actions next to APP (microseconds, seconds).
+MAX_EVENT_TIME_APP = "eos:state:max_event_time_us"
+WATERMARK_APP = "eos:state:watermark_us"
+SIZE_APP = "eos:config:window_size_s"
+NO_CURRENCY = ""
+KEY = ("window_start", "event_type", "currency")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Window size and grace period."""
+
+    size: timedelta = timedelta(minutes=5)
+    grace: timedelta = timedelta(minutes=10)
+
+    @property
+    def size_us(self) -> int:
+        """The size in microseconds."""
+        return micros(self.size)
+
+    @property
+    def grace_us(self) -> int:
+        """The grace period in microseconds."""
+        return micros(self.grace)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The watermark before each bronze version of a batch, and the state after the batch."""
+
+    before: Mapping[int, int | None]
+    max_event_time: int | None
+    watermark: int | None
+
+
+def window_start(micros: int, size_us: int) -> int:
+    """The start of the window holding ``micros`` (floor, also before the epoch)."""
+    return micros - micros % size_us
+
+
+def progress(
+    max_event_time: int | None, watermark: int | None, version_max: Mapping[int, int], grace_us: int
+) -> Progress:
+    """Advance the watermark over a batch's bronze versions, in order.
+
+    Args:
+        max_event_time: max event time consumed before the batch (None: nothing yet).
+        watermark: watermark before the batch (None: nothing yet).
+        version_max: max event time of the batch's events per bronze version.
+        grace_us: the grace period.
+    """
+    before: dict[int, int | None] = {}
+    for version in sorted(version_max):
+        before[version] = watermark
+        top = version_max[version]
+        max_event_time = top if max_event_time is None else max(max_event_time, top)
+        candidate = max_event_time - grace_us
+        watermark = candidate if watermark is None else max(watermark, candidate)
+    return Progress(before, max_event_time, watermark)
+
+
+def is_late(window_end_us: int, watermark_before: int | None) -> bool:
+    """True when the window was final before the event arrived."""
+    return watermark_before is not None and window_end_us <= watermark_before
+
+
+def revise(
+    existing: Iterable[Mapping[str, Any]],
+    recomputed: Mapping[tuple, Mapping[str, Any]],
+    late: Mapping[tuple, int],
+    watermark: int | None,
+    silver_version: int,
+    size_us: int,
+) -> list[dict[str, Any]]:
+    """The rows to upsert: every recomputed window, and existing ones that became final.
+
+    Args:
+        existing: current rows of (at least) the recomputed windows and of windows whose end
+            lies at or before ``watermark``; times as microseconds.
+        recomputed: key -> fresh aggregates (``event_count``, ``distinct_orders``,
+            ``distinct_customers``, ``amount_sum``).
+        late: key -> late events of this batch.
+        watermark: the watermark after this batch.
+        silver_version: the silver version consumed.
+        size_us: the window size.
+    """
+    current = {tuple(r[k] for k in KEY): dict(r) for r in existing}
+    rows: list[dict[str, Any]] = []
+    for key, aggregates in recomputed.items():
+        before = current.get(key, {})
+        end = key[0] + size_us
+        rows.append(
+            {
+                "window_start": key[0],
+                "window_end": end,
+                "event_type": key[1],
+                "currency": key[2],
+                **aggregates,
+                "late_events": before.get("late_events", 0) + late.get(key, 0),
+                "revision": before.get("revision", 0) + 1,
+                "is_final": watermark is not None and end <= watermark,
+                "watermark": watermark,
+                "silver_version": silver_version,
+            }
+        )
+    for key, row in current.items():
+        final = watermark is not None and row["window_end"] <= watermark
+        if key not in recomputed and final and not row["is_final"]:
+            rows.append({**row, "is_final": True, "watermark": watermark})
+    return rows
+
+
+def micros(delta: timedelta) -> int:
+    """A duration in whole microseconds."""
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def at(us: int) -> datetime:
+    """The UTC time ``us`` microseconds after the epoch."""
+    return EPOCH + timedelta(microseconds=us)
+
+
+def micros_of(value: Any) -> Any:
+    """A datetime as microseconds since the epoch; anything else unchanged."""
+    if isinstance(value, datetime):
+        return micros(value - EPOCH)
+    return value

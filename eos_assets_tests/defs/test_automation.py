@@ -1,0 +1,71 @@
+"""Declarative automation: silver and gold follow bronze only once its blocking check passed."""
+
+import dagster as dg
+import pytest
+
+from eos_assets.definitions import defs
+from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.checks import OFFSETS_CONTIGUOUS
+from eos_assets.defs.derived_checks import (
+    EVENT_ID_UNIQUE_KEY,
+    SERVING_RECONCILE_KEY,
+    WINDOWS_RECONCILE_KEY,
+)
+from eos_assets.defs.gold import SERVING_KPI, WINDOW_AGGREGATES
+from eos_assets.defs.silver import EVENTS, ORDER_STATE
+
+# Dagster's own condition tester uses a beta parameter internally; nothing here asks for it.
+pytestmark = pytest.mark.filterwarnings("ignore:Parameter `include_sources`")
+
+
+def requested(result: dg.EvaluateAutomationConditionsResult) -> set:
+    return {r.key for r in result.results if r.true_subset.size}
+
+
+def test_downstream_waits_for_the_blocking_check_of_bronze() -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    assert result.total_requested == 0  # bronze was never materialized
+
+    def evaluate() -> set:
+        nonlocal result
+        result = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, cursor=result.cursor
+        )
+        return requested(result)
+
+    def check(passed: bool) -> None:
+        instance.report_runless_asset_event(
+            dg.AssetCheckEvaluation(
+                asset_key=RAW_EVENTS, check_name=OFFSETS_CONTIGUOUS, passed=passed
+            )
+        )
+
+    instance.report_runless_asset_event(dg.AssetMaterialization(RAW_EVENTS))
+    assert evaluate() == set()  # the blocking check has not run for it yet
+    check(passed=False)
+    assert evaluate() == set()  # ... and failed: nothing downstream
+    check(passed=True)
+    # Everything downstream, in one run, with the checks of the derived tables; gold only
+    # materializes if event_id_unique (blocking) passes within that run.
+    want = {EVENTS, ORDER_STATE, WINDOW_AGGREGATES, SERVING_KPI}
+    got = evaluate()
+    assert want <= got
+    assert {EVENT_ID_UNIQUE_KEY, WINDOWS_RECONCILE_KEY, SERVING_RECONCILE_KEY} <= got
+    assert RAW_EVENTS not in got  # bronze is the lag sensor's
+    assert evaluate() == set()  # requested once, not at every tick
+
+
+def test_the_downstream_sensor_targets_silver_and_gold_only() -> None:
+    sensor = defs.resolve_sensor_def("follow_bronze_downstream")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert (
+        defs.resolve_sensor_def("ingest_on_kafka_lag").default_status
+        == dg.DefaultSensorStatus.RUNNING
+    )
+    blocking = {
+        key.name
+        for key in defs.resolve_asset_graph().asset_check_keys
+        if defs.resolve_asset_graph().get_check_spec(key).blocking
+    }
+    assert blocking == {OFFSETS_CONTIGUOUS, EVENT_ID_UNIQUE_KEY.name}

@@ -1,0 +1,135 @@
+"""The lag sensor through ``dg.build_sensor_context`` against the real broker and Delta tables."""
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from pyspark.sql import SparkSession
+
+from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
+from eos_assets.lib.burrow import LagHistory
+from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.lib.test_ingest import batch
+from eos_assets_tests.txn_producer import send_transaction
+
+
+class Ticker:
+    """Evaluates the sensor the way the daemon does: one tick at a time, cursor carried over."""
+
+    def __init__(self, kafka: KafkaResource, lake: LakeResource) -> None:
+        self.resources = {"kafka": kafka, "lake": lake}
+        self.instance = dg.DagsterInstance.ephemeral()
+        self.cursor: str | None = None
+
+    def tick(self) -> dg.SensorResult:
+        context = dg.build_sensor_context(
+            instance=self.instance,
+            cursor=self.cursor,
+            sensor_name=LAG_SENSOR,
+            resources=self.resources,
+        )
+        result = ingest_on_kafka_lag(context)
+        assert isinstance(result, dg.SensorResult)
+        self.cursor = result.cursor
+        return result
+
+
+def observed(result: dg.SensorResult) -> dict:
+    (event,) = result.asset_events
+    assert isinstance(event, dg.AssetObservation) and event.asset_key == RAW_EVENTS
+    return {k: v.value for k, v in event.metadata.items()}
+
+
+def skip_reason(result: dg.SensorResult) -> str:
+    assert not result.run_requests and result.skip_reason is not None
+    return result.skip_reason.skip_message or ""
+
+
+def test_launches_once_skips_when_idle_and_launches_again_on_age(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "20")
+    monkeypatch.setenv("EOS_LAG_MAX_AGE_S", "3600")
+    topic = make_topic(partitions=3)
+    lake = LakeResource(root=lake_root)
+    ticker = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake)
+
+    assert skip_reason(ticker.tick()).startswith("nothing to do")
+    send_transaction(kafka_bootstrap, topic, batch(30, 3))
+    first = ticker.tick()
+    (request,) = first.run_requests or []
+    assert request.run_key and request.run_key.startswith("ingest-")
+    m = observed(first)
+    assert m["lag_total"] == 33  # 30 records and one commit marker per partition
+    assert m[f"lag {topic}[0]"] == 11 and m["decision"].startswith("lag 33 offsets reached")
+
+    again = ticker.tick()  # same offsets: never a second run for them
+    assert skip_reason(again) == (
+        f"an ingest up to these offsets was already requested (run key {request.run_key})"
+    )
+
+    ingest_bronze(
+        spark, lake.table_uri(*RAW_EVENTS.path), [topic], {"bootstrap.servers": kafka_bootstrap}
+    )
+    idle = ticker.tick()
+    assert (
+        skip_reason(idle) == "nothing to do: bronze is at the last stable offset of every partition"
+    )
+    assert (observed(idle)["lag_total"], observed(idle)["status"]) == (0, "OK")
+
+    send_transaction(kafka_bootstrap, topic, batch(3, 3, first=30))
+    waiting = ticker.tick()
+    assert skip_reason(waiting).startswith("waiting: lag 6 offsets < EOS_LAG_MAX_RECORDS=20")
+    assert 0 <= observed(waiting)["oldest_pending_age_s"] < 60
+
+    monkeypatch.setenv("EOS_LAG_MAX_AGE_S", "0.5")
+    time.sleep(0.6)
+    late = ticker.tick()
+    (second,) = late.run_requests or []
+    assert second.run_key != request.run_key
+    assert "oldest pending record is" in observed(late)["decision"]
+    history = LagHistory.from_json(ticker.cursor)
+    assert len(history.windows[f"{topic}:0"]) == 6 and history.requested == second.run_key
+
+
+def test_only_markers_pending_launches_to_move_past_them(
+    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+) -> None:
+    topic = make_topic(partitions=1)
+    lake = LakeResource(root=lake_root)
+    send_transaction(kafka_bootstrap, topic, batch(4, 1))
+    ingest_bronze(
+        spark, lake.table_uri(*RAW_EVENTS.path), [topic], {"bootstrap.servers": kafka_bootstrap}
+    )
+    send_transaction(kafka_bootstrap, topic, batch(4, 1, first=4), commit=False)
+    ticker = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake)
+    result = ticker.tick()
+    assert result.run_requests
+    assert (
+        observed(result)["decision"]
+        == "only transaction markers or aborted records pending (5 offsets)"
+    )
+
+
+def test_an_unreachable_broker_fails_the_tick_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the tick: nothing listens there
+    kafka = KafkaResource(bootstrap_servers=f"127.0.0.1:{port}", topics=["orders"])
+    ticker = Ticker(kafka, LakeResource(root=str(tmp_path / "lake")))
+    with pytest.raises(BrokerError) as raised:
+        ticker.tick()
+    message = str(raised.value)
+    assert "\n" not in message and f"127.0.0.1:{port}" in message
+    assert "eos-assets broker up" in message or "EOS_KAFKA_BOOTSTRAP" in message

@@ -1,0 +1,66 @@
+"""``dagster dev`` end to end: the lag sensor launches an ingest by itself and it succeeds."""
+
+from eos_assets.lib import delta_io
+from eos_assets_tests.ui.conftest import SENSOR, DagsterDev, SensorRun
+
+CHECKS = """
+query Checks($runId: ID!) {
+  runOrError(runId: $runId) {
+    ... on Run {
+      stepStats { stepKey status }
+      assetCheckEvaluations: eventConnection(afterCursor: null) {
+        events { __typename ... on AssetCheckEvaluationEvent { evaluation { checkName success } } }
+      }
+    }
+  }
+}
+"""
+
+OBSERVATIONS = """
+{
+  assetOrError(assetKey: {path: ["bronze", "raw_events"]}) {
+    ... on Asset {
+      assetObservations(limit: 50) {
+        metadataEntries { label ... on IntMetadataEntry { intValue } }
+      }
+    }
+  }
+}
+"""
+
+
+def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
+    dagster_dev: DagsterDev, sensor_run: SensorRun
+) -> None:
+    assert (sensor_run.job_name, sensor_run.status) == ("ingest_kafka_to_bronze", "SUCCESS")
+    assert sensor_run.tags["dagster/sensor_name"] == SENSOR
+    assert sensor_run.tags["dagster/run_key"].startswith("ingest-")
+    assert sensor_run.tags["eos/trigger"] == "lag"
+
+    run = dagster_dev.graphql(CHECKS, {"runId": sensor_run.run_id})["runOrError"]
+    steps = {s["stepKey"]: s["status"] for s in run["stepStats"]}
+    assert steps == {
+        "bronze__raw_events": "SUCCESS",
+        "bronze__raw_events_offsets_contiguous": "SUCCESS",
+        "bronze__raw_events_malformed_rate_below_threshold": "SUCCESS",
+    }
+    checks = {
+        e["evaluation"]["checkName"]: e["evaluation"]["success"]
+        for e in run["assetCheckEvaluations"]["events"]
+        if e["__typename"] == "AssetCheckEvaluationEvent"
+    }
+    assert checks == {"offsets_contiguous": True, "malformed_rate_below_threshold": True}
+
+    table = delta_io.read_arrow(str(dagster_dev.lake_root / "bronze" / "raw_events"))
+    sent = {(p, o) for p, o, _, _ in dagster_dev.sent.records}
+    got = set(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+    assert got == sent and table.num_rows == 40
+
+    asset = dagster_dev.graphql(OBSERVATIONS)["assetOrError"]
+    totals = [
+        e.get("intValue")
+        for obs in asset["assetObservations"]
+        for e in obs["metadataEntries"]
+        if e["label"] == "lag_total"
+    ]
+    assert 42 in totals  # 40 records + one commit marker per partition, seen by a sensor tick
