@@ -3,7 +3,17 @@ and resource."""
 
 import dagster as dg
 
-from eos_assets.defs import automation, bronze, checks, derived_checks, gold, jobs, sensors, silver
+from eos_assets.defs import (
+    automation,
+    bronze,
+    checks,
+    derived_checks,
+    gold,
+    jobs,
+    schedules,
+    sensors,
+    silver,
+)
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
 
@@ -21,8 +31,13 @@ defs = dg.Definitions(
         jobs.all_assets_job,
         jobs.freshness_job,
         jobs.audit_job,
+        schedules.maintenance_job,
     ],
     sensors=[sensors.ingest_on_kafka_lag, automation.downstream_sensor],
-    schedules=[automation.freshness_schedule, automation.audit_schedule],
+    schedules=[
+        automation.freshness_schedule,
+        automation.audit_schedule,
+        schedules.maintenance_schedule,
+    ],
     resources=build_resources(Settings.from_env()),
 )

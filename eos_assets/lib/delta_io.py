@@ -136,3 +136,8 @@ def read_arrow(
 def spark_files(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """Data files of the latest snapshot, for ``spark.read.parquet(*files)``."""
     return load(uri, storage_options).file_uris()
+
+
+def exists(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    """True when a Delta table lives at ``uri``."""
+    return DeltaTable.is_deltatable(uri, storage_options=dict(storage_options or {}))
