@@ -88,8 +88,20 @@ def run_demo(options: DemoOptions) -> str:
     )
     lines.extend(_derived_lines(result))
     lines.extend(_kpi_lines(settings.warehouse))
+    lines.append(
+        "  seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in _step_seconds(result))
+    )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
     return "\n".join(lines)
+
+
+def _step_seconds(result: dg.ExecuteInProcessResult) -> list[tuple[str, float]]:
+    """Wall time of each step (asset) of the run, in the order they finished."""
+    return [
+        (e.step_key or "?", getattr(e.event_specific_data, "duration_ms", 0.0) / 1000)
+        for e in result.all_events
+        if e.event_type_value == "STEP_SUCCESS"
+    ]
 
 
 def _metadata(result: dg.ExecuteInProcessResult, node: str, key: dg.AssetKey) -> dict:
