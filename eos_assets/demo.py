@@ -1,7 +1,10 @@
 """`eos-assets demo`: embedded broker, a demo stream, the asset graph through Dagster, a summary."""
 
+import base64
+import json
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -12,7 +15,7 @@ from eos_assets.defs.gold import WINDOW_AGGREGATES
 from eos_assets.defs.silver import EVENTS, ORDER_STATE
 from eos_assets.lib import broker
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
 from eos_assets.settings import Settings
 
 
@@ -40,6 +43,7 @@ def run_demo(options: DemoOptions) -> str:
         where = f"Kafka at {bootstrap}"
     topic = settings.topics[0]
     manifest = state_dir / "manifests" / f"demo-{int(time.time())}.jsonl"
+    clock = state_dir / "demo_clock.txt"
     produced = produce(
         bootstrap,
         ProduceOptions(
@@ -51,10 +55,12 @@ def run_demo(options: DemoOptions) -> str:
             late_ratio=0.01,
             abort_ratio=0.05,
             malformed_ratio=0.01,
+            start_time=_continue_clock(clock),
         ),
         manifest,
         client_config=dict(settings.kafka_client),
     )
+    _save_clock(clock, manifest)
     produce_s = time.monotonic() - began
 
     from eos_assets.definitions import defs
@@ -93,6 +99,31 @@ def run_demo(options: DemoOptions) -> str:
     )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
     return "\n".join(lines)
+
+
+def _continue_clock(clock: Path) -> datetime:
+    """Event time to start at: now, or later if an earlier demo's events reached further.
+
+    The demo's event clock runs faster than real time; a second demo starting at "now" would
+    fall behind the first one's watermark and every event would count as late.
+    """
+    now = datetime.now(UTC)
+    if not clock.exists():
+        return now
+    return max(now, datetime.fromisoformat(clock.read_text().strip()))
+
+
+def _save_clock(clock: Path, manifest: Path) -> None:
+    """Remember the latest event time this demo committed."""
+    latest: datetime | None = None
+    for record in read_manifest(manifest):
+        if record["status"] != "committed" or record["malformed"] is not None:
+            continue
+        value = json.loads(base64.b64decode(record["value_b64"]))
+        stamp = datetime.fromisoformat(value["event_time"].replace("Z", "+00:00"))
+        latest = stamp if latest is None or stamp > latest else latest
+    if latest is not None:
+        clock.write_text(latest.isoformat())
 
 
 def _step_seconds(result: dg.ExecuteInProcessResult) -> list[tuple[str, float]]:
