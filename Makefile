@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install demo test lint ui bench broker-up broker-down preflight lock clean chromium
+.PHONY: install demo test lint ui bench broker-up broker-down preflight lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -21,7 +21,7 @@ preflight: $(STAMP)
 	@$(BIN)/python -m eos_assets.preflight
 
 demo: preflight
-	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
+	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	$(BIN)/eos-assets demo
 
 # The UI test drives Debian's Chromium (headless). Installed only when missing.
@@ -32,7 +32,16 @@ chromium:
 	  fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: preflight chromium
+# The production-instance test starts a PostgreSQL server of its own from Debian's binaries
+# (/usr/lib/postgresql/<version>/bin). Installed only when missing.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "error: PostgreSQL is missing: run 'sudo apt-get update && sudo apt-get install -y postgresql'"; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+
+test: preflight chromium postgres
 	$(BIN)/pytest
 
 lint: $(STAMP)
@@ -41,9 +50,13 @@ lint: $(STAMP)
 	$(BIN)/pyright
 
 ui: preflight
-	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
+	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	@$(BIN)/python -m eos_assets.preflight --port $${DAGSTER_PORT:-3000}
 	$(BIN)/dagster dev -w workspace.yaml -p $${DAGSTER_PORT:-3000}
+
+# Speed against this machine's own ceiling, in one run (BENCHMARKS.md); results in bench-results/.
+bench: preflight
+	$(BIN)/eos-assets bench
 
 broker-up: $(STAMP)
 	$(BIN)/eos-assets broker up

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo import DemoOptions, run_demo
 from eos_assets.lib import broker
 from eos_assets.lib.errors import EosError
@@ -81,12 +82,32 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=int, default=DemoOptions.partitions)
     demo.add_argument("--seed", type=int, default=None, help="default: random")
     demo.set_defaults(handler=cmd_demo)
+
+    bench = commands.add_parser(
+        "bench", help="measure speed against this machine's own ceiling (see BENCHMARKS.md)"
+    )
+    add_bench_arguments(bench)
+    bench.set_defaults(handler=cmd_bench)
     return parser
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
     print(run_demo(DemoOptions(count=args.count, partitions=args.partitions, seed=args.seed)))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark (or, with --profile, the profiles) and write the result files."""
+    options = bench_options(args)
+    if options.profile:
+        from eos_assets.bench.profile import run_profile
+
+        run_profile(options)
+        return 0
+    from eos_assets.bench.runner import run_bench
+
+    run_bench(options)
     return 0
 
 

@@ -25,6 +25,8 @@ class Settings:
         state_dir: where the embedded broker keeps its data and address file.
         kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
             (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
+        agg_out_topic: Kafka topic that window revisions are published to.
+        alert_url: HTTP endpoint that KPI alerts are delivered to; None records them only.
     """
 
     kafka_bootstrap: str | None = None
@@ -34,6 +36,8 @@ class Settings:
     spark_master: str = "local[*]"
     state_dir: str = ".eos"
     kafka_client: Mapping[str, str] = field(default_factory=dict)
+    agg_out_topic: str = "agg-out"
+    alert_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -50,6 +54,8 @@ class Settings:
             spark_master=env.get("EOS_SPARK_MASTER") or "local[*]",
             state_dir=env.get("EOS_STATE_DIR") or ".eos",
             kafka_client=kafka_client_properties(env),
+            agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or "agg-out",
+            alert_url=env.get("EOS_ALERT_URL") or None,
         )
 
     def bootstrap(self) -> str:

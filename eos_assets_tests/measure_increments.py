@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--existing", type=int, action="append")
     parser.add_argument("--batch", type=int, default=10_000)
     args = parser.parse_args()
-    use_this_python("local[2]")
+    use_this_python()
     builder = SparkSession.builder
     for key, value in spark_config("local[2]", app_name="eos_measure").items():
         builder = builder.config(key, value)

@@ -13,7 +13,7 @@ from eos_assets.lib.spark_env import require_java, spark_config, use_this_python
 def spark() -> Iterator[SparkSession]:
     """One real local SparkSession (2 task slots) shared by every test."""
     require_java()
-    use_this_python("local[2]")
+    use_this_python()
     builder = SparkSession.builder
     for key, value in spark_config("local[2]", app_name="eos_assets_tests").items():
         builder = builder.config(key, value)

@@ -36,3 +36,10 @@ all_assets_job = dg.define_asset_job(
     selection=dg.AssetSelection.all(),
     description="Materialize the whole asset graph, bronze to gold.",
 )
+
+outbound_job = dg.define_asset_job(
+    "publish_outbound",
+    selection=dg.AssetSelection.groups("outbound"),
+    description="Publish new window revisions to Kafka (exactly once) and deliver KPI alerts "
+    "over HTTP (idempotency key, ledger), with their checks.",
+)

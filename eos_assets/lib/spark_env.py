@@ -33,23 +33,24 @@ def require_java() -> str:
     return found
 
 
-def use_this_python(master: str) -> None:
-    """Make local Spark tasks run this interpreter (and so see this environment's packages).
+def use_this_python() -> None:
+    """Make Spark tasks run this interpreter (and so see this environment's packages).
 
     PySpark picks the worker Python for RDD functions from ``PYSPARK_PYTHON`` when the
     context starts, not from the session config, and falls back to ``python3`` on the PATH.
+    On a cluster the executors then start the same path, so the same environment must be
+    installed there at that path; a different one is chosen by setting ``PYSPARK_PYTHON``.
     """
-    if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
     """Spark settings shared by every session of the product.
 
-    Executors run the Python of this process in local mode; on a cluster they use
-    ``PYSPARK_PYTHON`` when set, so the same packages must be installed there.
+    Executors run ``PYSPARK_PYTHON`` when set, else the Python of this process (on a cluster:
+    the same path on every executor, with the same packages).
     """
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable if master.startswith("local") else "")
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     config = {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -60,6 +61,5 @@ def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
-    if python:
-        config["spark.pyspark.python"] = python
+    config["spark.pyspark.python"] = python
     return config

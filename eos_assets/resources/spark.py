@@ -15,5 +15,5 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
 def spark_session(resource: LazyPySparkResource) -> SparkSession:
     """The resource's session, after checking that Java is there (one-line error otherwise)."""
     require_java()
-    use_this_python(resource.spark_config.get("spark.master", "local[*]"))
+    use_this_python()
     return resource.spark_session

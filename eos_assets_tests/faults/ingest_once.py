@@ -61,7 +61,7 @@ def _spark():
     from eos_assets.lib.spark_env import require_java, spark_config, use_this_python
 
     require_java()
-    use_this_python("local[2]")
+    use_this_python()
     builder = SparkSession.builder
     for key, value in spark_config("local[2]", app_name="eos_fault_ingest").items():
         builder = builder.config(key, value)

@@ -1,7 +1,7 @@
 """One real ``dagster dev`` (webserver + daemon) for the UI tests, and the run its sensor launches.
 
 ``dagster dev`` runs on a free port with its own ``DAGSTER_HOME`` (a copy of
-``deploy/dagster.yaml``) and only the settings environment: the session broker, a fresh topic,
+``deploy/dagster.local.yaml``) and only the settings environment: the session broker, a fresh topic,
 a temporary lake. It is stopped with SIGTERM to its process group (what Ctrl-C in a terminal
 does) and, if anything is still alive after a grace period, SIGKILL.
 """
@@ -103,7 +103,7 @@ def dagster_dev(
     root = tmp_path_factory.mktemp("dagster_dev")
     home = root / "dagster_home"
     home.mkdir()
-    shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "deploy" / "dagster.local.yaml", home / "dagster.yaml")
     topic = f"ui-{uuid.uuid4().hex[:8]}"
     broker.ensure_topic(kafka_bootstrap, topic, 2)
     # Produced before the start, so the sensor's very first tick sees the lag.

@@ -1,0 +1,136 @@
+"""Ingest speed: a plain consume loop (the ceiling), the exactly-once ingest, and an
+at-least-once variant of it that exists only here, to price the exactly-once protocol.
+
+All three read the same records of the same partitions with the same parallelism (the Spark
+session's task slots) and the same consumer settings (``read_committed``).
+"""
+
+import functools
+import multiprocessing
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from deltalake.transaction import AddAction, RemoveAction
+from pyspark.sql import SparkSession
+
+from eos_assets.lib import delta_io
+from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.kafka_offsets import partition_bounds
+from eos_assets.lib.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
+from eos_assets.lib.reader import read_range_to_file, reader_config
+from eos_assets.lib.schema import BRONZE_SCHEMA
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One read of the whole topic: records and seconds."""
+
+    kind: str
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Records per second."""
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+def topic_ranges(client: Mapping[str, str], topic: str, slots: int) -> list[OffsetRange]:
+    """Every committed offset of ``topic``, in the pieces the ingest would give its tasks."""
+    plans = start_offsets({}, partition_bounds(client, [topic]))
+    return split_for_slots(plan_ranges(plans), slots, IngestOptions().min_split)
+
+
+def ceiling(client: Mapping[str, str], topic: str, slots: int) -> Pass:
+    """A plain ``read_committed`` consume loop in ``slots`` processes, doing nothing else.
+
+    The processes are started and connected before the clock starts, as Spark's Python
+    workers are; each takes the next range when it finishes one, as task slots do.
+    """
+    ranges = topic_ranges(client, topic, slots)
+    config = reader_config(client)
+    with multiprocessing.get_context("spawn").Pool(slots) as pool:
+        pool.map(_warm, [dict(config)] * slots, chunksize=1)
+        began = time.monotonic()
+        counts = pool.map(functools.partial(_consume, config=dict(config)), ranges, chunksize=1)
+        seconds = time.monotonic() - began
+    return Pass("ceiling", sum(counts), seconds)
+
+
+def _warm(config: dict[str, str]) -> None:
+    Consumer(config).close()
+
+
+def _consume(r: OffsetRange, config: dict[str, str]) -> int:
+    """Count the committed records of ``[r.start, r.end)``; done as ``reader.fetch_range`` is."""
+    consumer = Consumer(config)
+    count = 0
+    try:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+        done = r.start >= r.end
+        while not done:
+            for msg in consumer.consume(10_000, 0.1):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(err.str())
+                    done = done or (msg.offset() or 0) >= r.end
+                    continue
+                offset = msg.offset() or 0
+                if offset >= r.end:
+                    done = True
+                    break
+                count += 1
+                done = done or offset >= r.end - 1
+            if not done:
+                done = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset >= r.end
+    finally:
+        consumer.close()
+    return count
+
+
+def exactly_once(spark: SparkSession, client: Mapping[str, str], topic: str, table: Path) -> Pass:
+    """The product's ingest (``lib.ingest.ingest_bronze``, what the bronze asset runs)."""
+    began = time.monotonic()
+    outcome = ingest_bronze(spark, str(table), [topic], client, IngestOptions())
+    return Pass("eos", outcome.records, time.monotonic() - began)
+
+
+def at_least_once(spark: SparkSession, client: Mapping[str, str], topic: str, table: Path) -> Pass:
+    """The same read and the same files, committed without the exactly-once parts.
+
+    No positions are read from the table (it plans from the low watermark), no ``txn``
+    actions or range metadata are committed, no replay check, no advisory commit: what an
+    at-least-once ingest would do. Kept in the bench only, to measure what those parts cost.
+    """
+    began = time.monotonic()
+    uri = str(table)
+    ranges = topic_ranges(client, topic, spark.sparkContext.defaultParallelism)
+    dt = delta_io.ensure_table(uri, BRONZE_SCHEMA)
+    task = functools.partial(
+        read_range_to_file, config=reader_config(client), table_uri=uri, timeout_s=300.0
+    )
+    files = spark.sparkContext.parallelize(ranges, len(ranges)).map(task).collect()
+    actions: list[AddAction | RemoveAction] = [
+        delta_io.add_action(f.path, f.size, f.stats) for f in files
+    ]
+    dt.create_write_transaction(actions, mode="append", schema=BRONZE_SCHEMA)
+    return Pass("alo", sum(f.records for f in files), time.monotonic() - began)
+
+
+def alternate(
+    spark: SparkSession, client: Mapping[str, str], topic: str, work: Path, repeats: int
+) -> list[Pass]:
+    """Exactly-once and at-least-once passes in ABBA order, each into a fresh table."""
+    order: Sequence[str] = []
+    for i in range(repeats):
+        order = [*order, *(("eos", "alo") if i % 2 == 0 else ("alo", "eos"))]
+    passes = []
+    for i, kind in enumerate(order):
+        table = work / f"{kind}-{i}"
+        run = exactly_once if kind == "eos" else at_least_once
+        passes.append(run(spark, client, topic, table))
+    return passes

@@ -1,0 +1,165 @@
+"""One lake of the bench: real resources, the asset graph through ``dg.materialize`` and the
+duration of each step from the Dagster event log."""
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import SparkSession
+
+from eos_assets.defs import bronze, checks, derived_checks, gold, silver
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.spark_env import spark_config
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import spark_session
+from eos_assets.resources.warehouse import WarehouseResource
+
+BRONZE = [bronze.raw_events]
+DERIVED = [
+    silver.events,
+    silver.order_state,
+    gold.window_aggregates,
+    gold.kpi_window,
+    gold.kpi_daily,
+    gold.serving_kpi,
+]
+ALL_CHECKS = [
+    *dg.load_asset_checks_from_modules([checks]),
+    *dg.load_asset_checks_from_modules([derived_checks]),
+]
+
+
+def start_spark(master: str) -> SparkSession:
+    """The bench's one SparkSession; the assets' resource reuses it (``getOrCreate``)."""
+    config = {**spark_config(master, app_name="eos_bench"), "spark.ui.enabled": "false"}
+    spark = spark_session(LazyPySparkResource(spark_config=config))
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@dataclass
+class RunTimes:
+    """Wall time of one Dagster run and of each of its steps (seconds)."""
+
+    wall: float
+    steps: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class BenchLake:
+    """Delta tables and a DuckDB file under ``root``, fed from ``topic``."""
+
+    root: Path
+    bootstrap: str
+    topic: str
+    master: str
+
+    def resources(self) -> dict[str, Any]:
+        """The product's resources, pointed at this lake and topic."""
+        return {
+            "kafka": KafkaResource(bootstrap_servers=self.bootstrap, topics=[self.topic]),
+            "lake": LakeResource(root=str(self.root / "lake")),
+            "pyspark": LazyPySparkResource(spark_config=spark_config(self.master)),
+            "warehouse": WarehouseResource(path=str(self.root / "warehouse.duckdb")),
+        }
+
+    def uri(self, *key: str) -> str:
+        """Location of the table of asset key ``key``."""
+        return LakeResource(root=str(self.root / "lake")).table_uri(*key)
+
+    @property
+    def warehouse(self) -> Path:
+        """The DuckDB serving database."""
+        return self.root / "warehouse.duckdb"
+
+    def materialize(
+        self, assets: Sequence[Any], max_records: int | None = None, *, checks: bool = False
+    ) -> RunTimes:
+        """Materialize ``assets`` (with their checks if ``checks``) in process; must succeed.
+
+        ``max_records`` caps the ingest run (run config ``max_records_per_run``).
+        """
+        run_config: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+        if max_records is not None and any(a is bronze.raw_events for a in assets):
+            run_config["ops"] = {
+                "bronze__raw_events": {"config": {"max_records_per_run": max_records}}
+            }
+        defs: list[Any] = list(assets)
+        if checks:
+            defs += _checks_of(assets)
+        began = time.monotonic()
+        result = dg.materialize(
+            defs,
+            resources=self.resources(),
+            run_config=run_config,
+            instance=dg.DagsterInstance.ephemeral(),
+            raise_on_error=False,
+        )
+        wall = time.monotonic() - began
+        if not result.success:
+            failure = next((e for e in result.all_events if e.is_failure), None)
+            raise EosError(f"bench run failed: {failure.message if failure else '?'}")
+        return RunTimes(wall, step_seconds(result), _metadata(result))
+
+
+def step_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
+    """Duration of each successful step, from the run's event log."""
+    return {
+        e.step_key or "?": getattr(e.event_specific_data, "duration_ms", 0.0) / 1000
+        for e in result.all_events
+        if e.event_type_value == "STEP_SUCCESS"
+    }
+
+
+def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for event in result.all_events:
+        if event.event_type_value != "ASSET_MATERIALIZATION":
+            continue
+        mat = getattr(event.event_specific_data, "materialization", None)
+        if isinstance(mat, dg.AssetMaterialization):
+            out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def _checks_of(assets: Sequence[Any]) -> list[Any]:
+    keys = {k for a in assets for k in a.keys}
+    return [c for c in ALL_CHECKS if any(k.asset_key in keys for k in c.check_keys)]
+
+
+def sum_steps(times: RunTimes, names: Mapping[str, str] | None = None) -> float:
+    """Sum of the step durations (``names`` maps step keys to keep, default all)."""
+    return sum(v for k, v in times.steps.items() if names is None or k in names)
+
+
+def run_checks(lake: BenchLake) -> RunTimes:
+    """Run every asset check of the product, alone (no asset), on the tables as they are."""
+    job = dg.define_asset_job("bench_checks", selection=dg.AssetSelection.all_asset_checks())
+    defs = dg.Definitions(
+        assets=[*BRONZE, *DERIVED],
+        asset_checks=ALL_CHECKS,
+        jobs=[job],
+        resources=lake.resources(),
+    )
+    quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+    began = time.monotonic()
+    result = defs.resolve_job_def("bench_checks").execute_in_process(
+        run_config=quiet, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+    )
+    wall = time.monotonic() - began
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_failure), None)
+        raise EosError(f"bench check run failed: {failure.message if failure else '?'}")
+    evaluations = [
+        e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    passed = {v.check_name: v.passed for v in evaluations if isinstance(v, dg.AssetCheckEvaluation)}
+    return RunTimes(wall, step_seconds(result), {"passed": passed})

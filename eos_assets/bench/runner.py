@@ -1,0 +1,130 @@
+"""One bench run: the data it needs, then every selected stage, then the result files."""
+
+import os
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from eos_assets.bench import memory, stages
+from eos_assets.bench.freshness import freshness_stage
+from eos_assets.bench.lake import BRONZE, DERIVED, BenchLake, RunTimes, start_spark
+from eos_assets.bench.machine import machine_info
+from eos_assets.bench.options import BenchOptions
+from eos_assets.bench.report import BenchReport, Measurement, update_doc
+from eos_assets.bench.stream import Stream, bench_kafka
+
+
+def run_bench(options: BenchOptions) -> BenchReport:
+    """Run the selected stages in one process (plus the probes and producers it starts)."""
+    began = time.monotonic()
+    stamp = datetime.now(UTC)
+    report = BenchReport(
+        started=stamp.isoformat(timespec="seconds"),
+        machine=machine_info(),
+        options={k: str(v) for k, v in vars(options).items()},
+    )
+    work = options.work or options.out.parent / f"work-{stamp.strftime('%Y%m%dT%H%M%S')}"
+    work = work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with bench_kafka(work) as (bootstrap, client):
+            _stages(options, report, work, bootstrap, client)
+    finally:
+        if not options.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    report.seconds = time.monotonic() - began
+    report.finished = datetime.now(UTC).isoformat(timespec="seconds")
+    report.load_end = list(os.getloadavg())
+    json_path, md_path = report.write(options.out)
+    print(report.markdown())
+    print(f"bench: results in {json_path} and {md_path}")
+    if options.update_doc is not None and update_doc(options.update_doc, report.markdown()):
+        print(f"bench: table updated in {options.update_doc}")
+    return report
+
+
+def _stages(
+    options: BenchOptions, report: BenchReport, work: Path, bootstrap: str, client: dict
+) -> None:
+    o = options
+    if o.only != ("freshness",):
+        _measured(o, report, work, bootstrap, client)
+    if o.runs("freshness"):
+        for line in freshness_stage(bootstrap, client, work / "freshness", o):
+            report.add(line)
+
+
+def _measured(
+    o: BenchOptions, report: BenchReport, work: Path, bootstrap: str, client: dict
+) -> None:
+    spark = start_spark(o.master)
+    slots = spark.sparkContext.defaultParallelism
+    small = Stream(bootstrap, client, work, "main", o.producers)
+    _produced(report, small, o.events)
+    ceiling: float | None = None
+    if o.runs("ingest"):
+        lines = stages.ingest_stage(spark, client, small.topic, work / "ingest", o.repeats)
+        for line in lines:
+            report.add(line)
+        ceiling = lines[0].value
+    probe_small = None
+    if o.runs("memory"):
+        probe_small = memory.probe(bootstrap, small.topic, work / "memory-small", o.master)
+    l1 = BenchLake(work / "lake-main", bootstrap, small.topic, o.master)
+    first: RunTimes | None = None
+    if o.runs("graph") or o.runs("peer") or o.runs("incremental"):
+        first = l1.materialize([*BRONZE, *DERIVED])
+        for line in stages.graph_stage(first, small.produced, ceiling):
+            if o.runs("graph"):
+                report.add(line)
+    if o.runs("peer") and first is not None:
+        report.add(stages.peer_line(l1, first, slots))
+    inc_small: RunTimes | None = None
+    if o.runs("incremental"):
+        _produced(report, small, o.batch)
+        inc_small = l1.materialize([*BRONZE, *DERIVED])
+    if o.runs("incremental") or o.runs("memory") or o.runs("checks"):
+        big = Stream(bootstrap, client, work, "big", o.producers)
+        _produced(report, big, o.big)
+        l5 = BenchLake(work / "lake-big", bootstrap, big.topic, o.master)
+        if probe_small is not None:
+            probe_big = memory.probe(bootstrap, big.topic, l5.root, o.master)
+            report.add(stages.memory_line(probe_small, probe_big))
+        else:
+            l5.materialize(BRONZE)
+        built = l5.materialize(DERIVED)
+        report.add(
+            Measurement(
+                "graph",
+                f"derived assets from empty at {big.produced:,} events",
+                built.wall,
+                "s",
+                detail=", ".join(
+                    f"{k.replace('__', '/')} {v:.1f}s" for k, v in built.steps.items()
+                ),
+                data={"steps": built.steps},
+            )
+        )
+        if inc_small is not None:
+            _produced(report, big, o.batch)
+            inc_big = l5.materialize([*BRONZE, *DERIVED])
+            sizes = f"{big.produced - o.batch:,} vs {small.produced - o.batch:,} events"
+            report.add(stages.increment_line(inc_small, inc_big, o.batch, sizes))
+        if o.runs("checks"):
+            for line in stages.checks_stage(l5, big.produced):
+                report.add(line)
+
+
+def _produced(report: BenchReport, stream: Stream, count: int) -> None:
+    rate = stream.extend(count)
+    report.add(
+        Measurement(
+            "data",
+            f"produce {int(rate['events']):,} events ({stream.name} stream)",
+            rate["events_per_s"],
+            "events/s",
+            detail=f"project producer, {int(rate['processes'])} processes, "
+            f"{rate['seconds']:.1f}s; topic now {stream.produced:,} events",
+        )
+    )

@@ -1,0 +1,144 @@
+"""The measurements of the stages that run in the bench's own process, as table lines."""
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from eos_assets.bench import ingest, peer
+from eos_assets.bench.lake import BenchLake, RunTimes, run_checks
+from eos_assets.bench.memory import ProbeResult
+from eos_assets.bench.report import Measurement, at_least, at_most
+
+INGEST_TARGET = 0.6
+EOS_OVERHEAD_TARGET = 0.05
+INCREMENT_TARGET = 1.3
+MEMORY_TARGET = 1.25
+CHECKS_TARGET_S = 10.0
+# Scheduled checks: they read Kafka, not the lake, and run on their own schedules.
+SCHEDULED = ("fresh_within_max_age", "matches_kafka_log")
+
+
+def ingest_stage(
+    spark: SparkSession, client: Mapping[str, str], topic: str, work: Path, repeats: int
+) -> list[Measurement]:
+    """Ceiling, exactly-once and at-least-once passes over the same topic."""
+    slots = spark.sparkContext.defaultParallelism
+    spark.sparkContext.parallelize(range(slots), slots).count()  # start the Python workers
+    top = ingest.ceiling(client, topic, slots)
+    passes = ingest.alternate(spark, client, topic, work, repeats)
+    eos = max((p for p in passes if p.kind == "eos"), key=lambda p: p.rate)
+    alo = max((p for p in passes if p.kind == "alo"), key=lambda p: p.rate)
+    ratio = eos.rate / top.rate if top.rate else None
+    overhead = 1 - eos.rate / alo.rate if alo.rate else None
+    data = {"ceiling": vars(top), "passes": [{**vars(p), "rate": p.rate} for p in passes]}
+    return [
+        Measurement(
+            "ingest", "ceiling: read_committed consume loop", top.rate, "records/s",
+            detail=f"{top.records:,} records, {slots} processes, {top.seconds:.1f}s", data=data,
+        ),
+        Measurement(
+            "ingest", "exactly-once ingest / ceiling", ratio, "x", f">= {INGEST_TARGET}",
+            at_least(ratio, INGEST_TARGET),
+            f"{eos.rate:,.0f} records/s ({eos.records:,} in {eos.seconds:.1f}s, best of "
+            f"{len(passes) // 2})",
+        ),
+        Measurement(
+            "ingest", "exactly-once overhead vs at-least-once", overhead, "",
+            f"<= {EOS_OVERHEAD_TARGET}", at_most(overhead, EOS_OVERHEAD_TARGET),
+            f"at-least-once {alo.rate:,.0f} records/s; passes "
+            + ", ".join(f"{p.kind} {p.rate:,.0f}" for p in passes),
+        ),
+    ]  # fmt: skip
+
+
+def graph_stage(times: RunTimes, events: int, ceiling: float | None) -> list[Measurement]:
+    """Per-asset step durations of the whole graph built from empty."""
+    steps = {k: round(v, 2) for k, v in times.steps.items()}
+    bronze = times.steps.get("bronze__raw_events", 0.0)
+    rate = events / bronze if bronze else None
+    detail = ", ".join(f"{k.replace('__', '/')} {v:.1f}s" for k, v in steps.items())
+    lines = [
+        Measurement(
+            "graph", f"whole graph from empty at {events:,} events", times.wall, "s",
+            detail=detail, data={"steps": steps, "metadata": times.metadata},
+        ),
+        Measurement(
+            "graph", "bronze asset step (through Dagster)", rate, "records/s",
+            detail=f"{bronze:.1f}s"
+            + (f", {rate / ceiling:.2f}x the ceiling" if rate and ceiling else ""),
+        ),
+    ]  # fmt: skip
+    return lines
+
+
+def increment_line(small: RunTimes, large: RunTimes, batch: int, sizes: str) -> Measurement:
+    """Ratio of the run time of one batch on the large tables to the same on the small ones."""
+    a, b = sum(small.steps.values()), sum(large.steps.values())
+    ratio = b / a if a else None
+    per_asset = {
+        k: [round(small.steps.get(k, 0.0), 2), round(v, 2)] for k, v in large.steps.items()
+    }
+    worst = max(per_asset.items(), key=lambda kv: kv[1][1] - kv[1][0], default=("-", [0, 0]))
+    return Measurement(
+        "incremental", f"{batch:,}-event batch on {sizes}", ratio, "x",
+        f"<= {INCREMENT_TARGET}", at_most(ratio, INCREMENT_TARGET),
+        f"{b:.1f}s vs {a:.1f}s (sum of steps); most added: {worst[0]} "
+        f"{worst[1][0]:.1f}s -> {worst[1][1]:.1f}s", data={"steps": per_asset},
+    )  # fmt: skip
+
+
+def memory_line(small: ProbeResult, large: ProbeResult) -> Measurement:
+    """Peak memory of an ingest of a large backlog against that of a small one."""
+    ratio = large.peaks.total / small.peaks.total if small.peaks.total else None
+    a, b = small.peaks.mib(), large.peaks.mib()
+    return Measurement(
+        "memory", f"peak RSS, {large.records:,} vs {small.records:,}-record backlog", ratio,
+        "x", f"<= {MEMORY_TARGET}", at_most(ratio, MEMORY_TARGET),
+        f"MiB total {a['total']:.0f} -> {b['total']:.0f} (driver {a['driver']:.0f} -> "
+        f"{b['driver']:.0f}, JVM {a['jvm']:.0f} -> {b['jvm']:.0f}, Python workers "
+        f"{a['python_workers']:.0f} -> {b['python_workers']:.0f})",
+        data={"small": vars(small), "large": vars(large)},
+    )  # fmt: skip
+
+
+def checks_stage(lake: BenchLake, events: int) -> list[Measurement]:
+    """Wall time of every asset check on the large tables."""
+    times = run_checks(lake)
+    names = list(times.metadata["passed"])
+    steps = {
+        next((n for n in names if k.endswith(n)), k): round(v, 2) for k, v in times.steps.items()
+    }
+    with_assets = sum(v for k, v in steps.items() if not k.endswith(SCHEDULED))
+    scheduled = {k: v for k, v in steps.items() if k.endswith(SCHEDULED)}
+    failed = [k for k, ok in times.metadata["passed"].items() if not ok]
+    return [
+        Measurement(
+            "checks", f"asset checks run with the assets, at {events:,} events", with_assets,
+            "s", f"<= {CHECKS_TARGET_S:.0f}", at_most(with_assets, CHECKS_TARGET_S),
+            ", ".join(f"{k} {v:.1f}s" for k, v in steps.items() if k not in scheduled)
+            + (f"; FAILED: {', '.join(failed)}" if failed else ""),
+            data={"steps": steps, "passed": times.metadata["passed"], "wall": times.wall},
+        ),
+        Measurement(
+            "checks", "scheduled checks (read Kafka)", sum(scheduled.values()), "s",
+            detail=", ".join(f"{k} {v:.1f}s" for k, v in scheduled.items()),
+        ),
+    ]  # fmt: skip
+
+
+def peer_line(lake: BenchLake, times: RunTimes, slots: int) -> Measurement:
+    """DuckDB SQL doing silver/events' dedup and the window aggregation, against Spark."""
+    version = times.metadata["bronze/raw_events"]["delta_version"]
+    result = peer.duckdb_peer(
+        lake.uri("bronze", "raw_events"), version, lake.uri("gold", "window_aggregates"), slots
+    )
+    spark_s = times.steps.get("silver__events", 0.0) + times.steps.get("window_aggregates", 0.0)
+    ratio = spark_s / result.seconds if result.seconds else None
+    return Measurement(
+        "peer", "Spark assets / DuckDB SQL (dedup + windows)", ratio, "x",
+        detail=f"Spark silver/events + gold/window_aggregates {spark_s:.1f}s, DuckDB "
+        f"{result.seconds:.1f}s ({slots} threads) over {result.bronze_rows:,} bronze rows; "
+        f"{result.mismatched_windows} of {result.rows} windows differ",
+        data=vars(result),
+    )  # fmt: skip

@@ -1,0 +1,163 @@
+"""Fixtures of the outbound tests: one gold build shared by the session, the publisher and the
+notifier in processes of their own, an HTTP endpoint, and the exactly-once score."""
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from eos_assets.defs.bronze import raw_events
+from eos_assets.defs.gold import KPI_WINDOW, WINDOW_AGGREGATES, kpi_window, window_aggregates
+from eos_assets.defs.silver import events
+from eos_assets.lib import broker
+from eos_assets.lib.delta_tables import read_rows
+from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets_tests import graph
+from eos_assets_tests.faults.harness import REPO, STARTED, Ledger, Run, fault_env, finish
+from eos_assets_tests.faults.harness import stop_stragglers as stop_stragglers
+from eos_assets_tests.outbound.endpoint import Endpoint
+
+RUNNER = "eos_assets_tests.outbound.run_once"
+START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+STATE = ("window_start", "event_type", "currency", "revision", "is_final")
+
+
+@dataclass(frozen=True)
+class GoldLakes:
+    """Two stages of one gold build: ``early`` (one batch), ``final`` (compacted, one more)."""
+
+    early: Path
+    final: Path
+
+    def copy(self, stage: str, to: Path) -> Path:
+        """A private copy of a stage's lake (laid over what ``to`` holds already)."""
+        shutil.copytree(getattr(self, stage), to, dirs_exist_ok=True)
+        return to
+
+
+def windows_uri(lake: Path) -> str:
+    """The window table of a lake."""
+    return str(lake.joinpath(*WINDOW_AGGREGATES.path))
+
+
+def kpi_uri(lake: Path) -> str:
+    """The KPI window table of a lake."""
+    return str(lake.joinpath(*KPI_WINDOW.path))
+
+
+@pytest.fixture(scope="session")
+def gold_lakes(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> GoldLakes:
+    """bronze → silver → gold over two batches, late events in the second, compaction between."""
+    del spark  # started first: the Spark resource reuses the session
+    base = tmp_path_factory.mktemp("gold")
+    topic = "outbound-orders"
+    broker.ensure_topic(kafka_bootstrap, topic, 3)
+    lake = base / "lake"
+    lake.mkdir()
+    res = graph.resources(kafka_bootstrap, topic, str(lake), base / "serving.duckdb")
+    config = graph.window_config(1.0, 1.0)
+    mix: dict[str, Any] = {"transaction_size": 100, "partitions": 3, "abort_ratio": 0.1}
+    batches = [
+        ProduceOptions(topic=topic, count=600, seed=71, start_time=START, **mix),
+        ProduceOptions(
+            topic=topic,
+            count=600,
+            seed=72,
+            start_time=START + timedelta(seconds=200),
+            late_ratio=0.05,
+            late_by=timedelta(minutes=4),
+            **mix,
+        ),
+    ]
+    assets = [raw_events, events, window_aggregates, kpi_window]
+    early = base / "early"
+    for number, options in enumerate(batches):
+        if number == 1:
+            shutil.copytree(lake, early)
+            # A compaction (OPTIMIZE, dataChange=false) between two data-changing versions.
+            DeltaTable(windows_uri(lake)).optimize.z_order(["window_start"])
+        produce(kafka_bootstrap, options, base / f"batch-{number}.jsonl")
+        graph.materialize(assets, res, config)
+    return GoldLakes(early, lake)
+
+
+def history(table: str) -> dict[tuple, int]:
+    """Every state (window key, revision, is_final) any version of the table ever held, with
+    the first version that held it: read snapshot by snapshot, independently of the log."""
+    seen: dict[tuple, int] = {}
+    for version in range(DeltaTable(table).version() + 1):
+        for row in read_rows(DeltaTable(table, version=version), WINDOW_SCHEMA).to_pylist():
+            seen.setdefault(tuple(row[c] for c in STATE), version)
+    return seen
+
+
+@pytest.fixture(scope="session")
+def outbound_ledger(request: pytest.FixtureRequest) -> Ledger:
+    """Counts of every outbound fault injected, printed at the end of the session."""
+    ledger = Ledger()
+    request.config.stash[_LEDGER] = ledger
+    return ledger
+
+
+_LEDGER = pytest.StashKey[Ledger]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Print each outbound fault with what it lost and doubled."""
+    ledger = config.stash.get(_LEDGER, None)
+    if ledger is None or not ledger.entries:
+        return
+    terminalreporter.section("outbound exactly-once ledger")
+    for line in ledger.lines():
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    """A real HTTP endpoint on 127.0.0.1, stopped after the test."""
+    server = Endpoint().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_runs() -> Iterator[None]:
+    yield
+    stop_stragglers()
+
+
+def run_outbound(
+    *args: str,
+    crash_at: str | None = None,
+    pause_at: str | None = None,
+    pause_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+) -> Run:
+    """Run ``run_once`` with ``args`` in a process group of its own (fault points armed)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", RUNNER, *args],
+        cwd=REPO,
+        env={**fault_env(crash_at, pause_at, pause_dir), **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    run = Run(proc)
+    STARTED.append(run)
+    return finish(run, timeout=120) if wait else run

@@ -1,0 +1,52 @@
+"""One outbound run in a process of its own, for the tests to kill at a crash point.
+
+``python -m eos_assets_tests.outbound.run_once publish --table URI --bootstrap B --topic T``
+publishes window revisions; ``... notify --kpi URI --windows URI --ledger URI [--url U]``
+delivers alerts (policy from ``EOS_ALERT_*``). Prints one line ``EOS_OUTCOME <json>``; an
+``EosError`` exits with code 3. No Spark is started.
+"""
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from eos_assets.lib.alert_notify import notify
+from eos_assets.lib.alerts import AlertPolicy
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.outbound_publish import publish_windows
+
+FAILED = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run what ``argv`` says; return the exit code."""
+    parser = argparse.ArgumentParser(prog="run_once")
+    sub = parser.add_subparsers(dest="command", required=True)
+    pub = sub.add_parser("publish")
+    pub.add_argument("--table", required=True)
+    pub.add_argument("--bootstrap", required=True)
+    pub.add_argument("--topic", required=True)
+    pub.add_argument("--max-records", type=int, default=10_000)
+    alerts = sub.add_parser("notify")
+    alerts.add_argument("--kpi", required=True)
+    alerts.add_argument("--windows", required=True)
+    alerts.add_argument("--ledger", required=True)
+    alerts.add_argument("--url", default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "publish":
+            config = {"bootstrap.servers": args.bootstrap}
+            result = asdict(publish_windows(args.table, config, args.topic, 3, args.max_records))
+        else:
+            policy = AlertPolicy.from_env()
+            result = asdict(notify(args.kpi, args.windows, args.ledger, args.url, policy))
+    except EosError as exc:
+        print("EOS_OUTCOME " + json.dumps({"ok": False, "error": str(exc)}), flush=True)
+        return FAILED
+    print("EOS_OUTCOME " + json.dumps({"ok": True, **result}, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

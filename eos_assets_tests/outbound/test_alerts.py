@@ -1,0 +1,161 @@
+"""KPI alerts reach a real HTTP endpoint at least once with one idempotency key per alert, so
+that an endpoint honouring the key applies each exactly once, through crashes, failures,
+timeouts and an endpoint that is down; the ledger ends in agreement with the endpoint."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eos_assets.lib import alert_ledger, alert_notify, delta_io
+from eos_assets.lib.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
+from eos_assets.lib.alerts import AlertPolicy
+from eos_assets.lib.windows import WATERMARK_APP, at
+from eos_assets_tests.faults.harness import Ledger
+from eos_assets_tests.outbound.conftest import GoldLakes, kpi_uri, run_outbound, windows_uri
+from eos_assets_tests.outbound.endpoint import Endpoint, closed_port_url
+
+REVENUE_MIN, CANCELLATION_MAX = 5000.0, 0.12
+ENV = {
+    "EOS_ALERT_REVENUE_MIN": str(REVENUE_MIN),
+    "EOS_ALERT_CANCELLATION_RATE_MAX": str(CANCELLATION_MAX),
+    "EOS_ALERT_BACKOFF_S": "0.05",
+    "EOS_ALERT_TIMEOUT_S": "5",
+}
+
+
+def policy(**changes: float) -> AlertPolicy:
+    values = {"revenue_min": REVENUE_MIN, "cancellation_rate_max": CANCELLATION_MAX}
+    values |= {"max_attempts": 3, "backoff_s": 0.05, "timeout_s": 5.0} | changes
+    return AlertPolicy(**values)  # type: ignore[arg-type]
+
+
+def expected(lake: Path) -> set[tuple[str, str, str]]:
+    """(rule, window start, currency) of every final window breaking a rule, from the tables."""
+    watermark = delta_io.load(windows_uri(lake)).transaction_version(WATERMARK_APP)
+    assert watermark is not None
+    final = [
+        r
+        for r in delta_io.read_arrow(kpi_uri(lake)).to_pylist()
+        if r["window_end"] <= at(watermark)
+    ]
+    low = {
+        ("revenue_below", r["window_start"], r["currency"])
+        for r in final
+        if r["revenue"] < REVENUE_MIN
+    }
+    high = {
+        ("cancellation_rate_above", r["window_start"], r["currency"])
+        for r in final
+        if r["cancellation_rate"] is not None and r["cancellation_rate"] > CANCELLATION_MAX
+    }
+    return {(rule, start.isoformat(), currency) for rule, start, currency in low | high}
+
+
+def score(endpoint: Endpoint, want: set[tuple[str, str, str]]) -> tuple[int, int, int]:
+    """(applied twice, lost, invented): alerts the endpoint applied under several keys, alerts
+    it never applied, and applications that are no alert of the tables."""
+    alerts = Counter(
+        (b["rule"], b["window_start"], b["currency"]) for b in endpoint.applied.values()
+    )
+    twice = sum(n - 1 for n in alerts.values() if n > 1)
+    return twice, len(want - alerts.keys()), len(alerts.keys() - want)
+
+
+def final_states(ledger: str) -> dict[str, str]:
+    return {a: s.state for a, s in alert_ledger.read_states(ledger).items()}
+
+
+@pytest.mark.parametrize("point", alert_notify.CRASH_POINTS)
+def test_a_notifier_killed_at_any_point_and_rerun_applies_each_alert_once(
+    point: str, gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+) -> None:
+    lake = gold_lakes.final
+    ledger = str(tmp_path / "ledger")
+    args = ["notify", "--kpi", kpi_uri(lake), "--windows", windows_uri(lake), "--ledger", ledger]
+    args += ["--url", endpoint.url]
+    killed = run_outbound(*args, crash_at=point, env=ENV)
+    assert killed.killed, killed.tail()
+    want = expected(lake)
+    # The SENDING rows were durable before any request went out.
+    assert set(final_states(ledger).values()) == {SENDING}
+    assert len(final_states(ledger)) == len(want) >= 5
+    assert len(endpoint.posts) == (0 if point == alert_notify.BEFORE_SEND else 1)
+    rerun = run_outbound(*args, env=ENV)
+    assert rerun.outcome and rerun.outcome["ok"], rerun.tail()
+    twice, lost, invented = score(endpoint, want)
+    outbound_ledger.record(f"alerts: notifier SIGKILL at {point}", 1, lost, twice)
+    assert (twice, lost, invented) == (0, 0, 0)
+    assert set(final_states(ledger).values()) == {SUCCESS}
+    assert set(endpoint.applied) == set(final_states(ledger))
+    posts = Counter(endpoint.posts)
+    if point == alert_notify.AFTER_SEND:
+        assert rerun.outcome["confirmed"] == 1, "the applied one is confirmed by its key"
+    assert set(posts.values()) == {1}, "no alert is POSTed again once the endpoint has it"
+
+
+def test_an_endpoint_failing_then_recovering_gets_each_alert_once(
+    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+) -> None:
+    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    want = expected(lake)
+    endpoint.behaviour.fail_next = len(want) + 2  # the whole first round and two more
+    outcome = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    twice, lost, invented = score(endpoint, want)
+    outbound_ledger.record("alerts: endpoint answers 500, then recovers", 1, lost, twice)
+    assert (twice, lost, invented) == (0, 0, 0)
+    assert outcome.rounds >= 2 and outcome.requests == len(want) * 2 + 2
+    assert set(final_states(ledger).values()) == {SUCCESS}
+
+
+def test_a_timeout_after_the_endpoint_applied_is_resolved_by_asking_it(
+    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+) -> None:
+    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    endpoint.behaviour.hang_next, endpoint.behaviour.hang_s = 2, 3.0
+    outcome = alert_notify.notify(
+        kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy(timeout_s=0.5)
+    )
+    want = expected(lake)
+    twice, lost, invented = score(endpoint, want)
+    outbound_ledger.record("alerts: timeout after the endpoint applied", 2, lost, twice)
+    assert (twice, lost, invented) == (0, 0, 0)
+    assert outcome.confirmed == 2 and outcome.requests == len(want)
+    assert set(final_states(ledger).values()) == {SUCCESS}
+    events = delta_io.read_arrow(ledger).to_pylist()
+    assert sum(1 for e in events if e["state"] == "UNKNOWN") == 2
+
+
+def test_failures_that_outlast_the_retry_budget_stay_failed_in_the_ledger(
+    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+) -> None:
+    lake = gold_lakes.final
+    want = expected(lake)
+    down = str(tmp_path / "down")
+    outcome = alert_notify.notify(
+        kpi_uri(lake), windows_uri(lake), down, closed_port_url(), policy()
+    )
+    assert len(outcome.gave_up) == len(want) and outcome.requests == 3 * len(want)
+    assert set(final_states(down).values()) == {FAILED}
+    endpoint.behaviour.fail_always = True
+    refused = str(tmp_path / "refused")
+    outcome = alert_notify.notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    assert len(outcome.gave_up) == len(want) and Counter(endpoint.posts).most_common(1)[0][1] == 3
+    assert set(final_states(refused).values()) == {FAILED} and endpoint.applied == {}
+    again = alert_notify.notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    assert again.requests == 0 and set(final_states(refused).values()) == {FAILED}
+    outbound_ledger.record("alerts: endpoint down / failing for good", 2, 0, 0, "FAILED, kept")
+
+
+def test_without_an_endpoint_alerts_are_recorded_and_delivered_once_one_is_set(
+    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path
+) -> None:
+    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    want = expected(lake)
+    quiet = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    assert (quiet.raised, quiet.requests, quiet.states) == (len(want), 0, {PENDING: len(want)})
+    again = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    assert again.raised == 0, "re-evaluating raises nothing twice"
+    loud = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    assert (loud.raised, loud.delivered, loud.states) == (0, len(want), {SUCCESS: len(want)})
+    assert score(endpoint, want) == (0, 0, 0)
