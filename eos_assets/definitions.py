@@ -28,6 +28,7 @@ defs = dg.Definitions(
     asset_checks=dg.load_asset_checks_from_modules([checks, derived_checks, outbound]),
     jobs=[
         jobs.ingest_job,
+        jobs.stream_job,
         jobs.refresh_job,
         jobs.all_assets_job,
         jobs.freshness_job,

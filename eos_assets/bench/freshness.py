@@ -1,8 +1,8 @@
 """Freshness under the Dagster daemon: a steady stream in, KPIs out of DuckDB, p50/p95.
 
 The product runs as deployed locally: ``dagster-daemon run`` on a fresh instance
-(``DAGSTER_HOME`` of its own), the lag sensor launching ingests and declarative automation
-launching silver and gold, each run in its own process. The project's producer sends a steady
+(``DAGSTER_HOME`` of its own), the lag sensor launching ``ingest_and_refresh`` runs (bronze and
+everything downstream, one process and SparkSession per run). The project's producer sends a steady
 stream at ``rate`` events/s for ``freshness_s`` seconds; ``visibility`` tells when each
 event reached the KPI tables in DuckDB.
 """

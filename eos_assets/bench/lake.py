@@ -19,6 +19,8 @@ from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 from eos_assets.resources.warehouse import WarehouseResource
 
+# A per-run cap larger than any backlog: the whole backlog in one ingest run.
+UNCAPPED = 1 << 62
 BRONZE = [bronze.raw_events]
 DERIVED = [
     silver.events,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from eos_assets.bench import memory, stages
 from eos_assets.bench.freshness import freshness_stage
-from eos_assets.bench.lake import BRONZE, DERIVED, BenchLake, RunTimes, start_spark
+from eos_assets.bench.lake import BRONZE, DERIVED, UNCAPPED, BenchLake, RunTimes, start_spark
 from eos_assets.bench.machine import machine_info
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
@@ -70,7 +70,9 @@ def _measured(
         ceiling = lines[0].value
     probe_small = None
     if o.runs("memory"):
-        probe_small = memory.probe(bootstrap, small.topic, work / "memory-small", o.master)
+        probe_small = memory.probe(
+            bootstrap, small.topic, work / "memory-small", o.master, _memory_cap(o)
+        )
     l1 = BenchLake(work / "lake-main", bootstrap, small.topic, o.master)
     first: RunTimes | None = None
     if o.runs("graph") or o.runs("peer") or o.runs("incremental"):
@@ -89,10 +91,10 @@ def _measured(
         _produced(report, big, o.big)
         l5 = BenchLake(work / "lake-big", bootstrap, big.topic, o.master)
         if probe_small is not None:
-            probe_big = memory.probe(bootstrap, big.topic, l5.root, o.master)
+            probe_big = memory.probe(bootstrap, big.topic, l5.root, o.master, _memory_cap(o))
             report.add(stages.memory_line(probe_small, probe_big))
-        else:
-            l5.materialize(BRONZE)
+        # The rest of the backlog in one uncapped run: the tables the next stages measure.
+        l5.materialize(BRONZE, UNCAPPED)
         built = l5.materialize(DERIVED)
         report.add(
             Measurement(
@@ -114,6 +116,12 @@ def _measured(
         if o.runs("checks"):
             for line in stages.checks_stage(l5, big.produced):
                 report.add(line)
+
+
+def _memory_cap(o: BenchOptions) -> int:
+    """The per-run cap of both memory probes: half the main stream, so that both backlogs
+    exceed it and only the backlog differs between them."""
+    return max(1, o.events // 2)
 
 
 def _produced(report: BenchReport, stream: Stream, count: int) -> None:

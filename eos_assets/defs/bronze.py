@@ -12,13 +12,18 @@ from eos_assets.resources.spark import spark_session
 
 RAW_EVENTS = dg.AssetKey(["bronze", "raw_events"])
 INGEST_POOL = "eos_ingest"
+# Offsets (records and transaction markers) one ingest run reads at most, by default.
+DEFAULT_MAX_RECORDS_PER_RUN = 2_000_000
 
 
 class IngestConfig(dg.Config):
     """Run configuration of the ingest."""
 
     max_records_per_run: int | None = Field(
-        default=None, description="Cap on offsets read in one run, shared across partitions."
+        default=DEFAULT_MAX_RECORDS_PER_RUN,
+        description="Cap on offsets read in one run, shared fairly across partitions; it "
+        "bounds a run's memory and time whatever the backlog (null: no cap). The lag sensor "
+        "launches the next run while a backlog remains.",
     )
     read_timeout_s: float = Field(
         default=300.0, description="A range not read completely in this time fails the run."

@@ -13,6 +13,16 @@ ingest_job = dg.define_asset_job(
     "then check its offsets (blocking) and its malformed rate.",
 )
 
+stream_job = dg.define_asset_job(
+    "ingest_and_refresh",
+    # What the lag sensor launches: one run, one SparkSession, from Kafka to the served KPIs.
+    selection=dg.AssetSelection.assets(RAW_EVENTS).downstream()
+    - dg.AssetSelection.checks(*SCHEDULED_CHECKS),
+    description="Ingest every new committed Kafka record into bronze, exactly once, then bring "
+    "silver, gold, the DuckDB serving tables and the outbound publishers up to it in the same "
+    "run (a failed blocking check stops what depends on it).",
+)
+
 freshness_job = dg.define_asset_job(
     "check_bronze_freshness",
     selection=dg.AssetSelection.checks(FRESHNESS_KEY),

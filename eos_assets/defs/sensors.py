@@ -3,8 +3,9 @@
 Lag comes from the Delta table's ``txn`` positions (the source of truth) and the partitions'
 last stable offsets, never from Kafka group offsets. Each tick records it as an observation of
 bronze/raw_events (the asset's Plots tab charts it), keeps a window of samples in the cursor
-for a Burrow-style status, and launches ``ingest_kafka_to_bronze`` when the lag or the age of
-the oldest pending record crosses its limit (``lib.limits``).
+for a Burrow-style status, and launches ``ingest_and_refresh`` (the ingest, then everything
+downstream of bronze in the same run and SparkSession) when the lag or the age of the oldest
+pending record crosses its limit (``lib.limits``).
 """
 
 import time
@@ -12,7 +13,7 @@ import time
 import dagster as dg
 
 from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.jobs import ingest_job
+from eos_assets.defs.jobs import ingest_job, stream_job
 from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
 from eos_assets.lib.limits import Limits
@@ -65,13 +66,14 @@ def _rounded(value: float | None) -> float | None:
 
 @dg.sensor(
     name=LAG_SENSOR,
-    job=ingest_job,
+    job=stream_job,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Measures bronze's lag behind Kafka (Delta txn positions vs last stable "
     "offsets), records it on bronze/raw_events with a Burrow-style status (OK, WARN, STALL, "
-    "STOP) and launches the ingest when the lag reaches EOS_LAG_MAX_RECORDS or the oldest "
-    "pending record EOS_LAG_MAX_AGE_S.",
+    "STOP) and launches ingest_and_refresh (bronze, then everything downstream in the same "
+    "run) when the lag reaches EOS_LAG_MAX_RECORDS or the oldest pending record "
+    "EOS_LAG_MAX_AGE_S.",
 )
 def ingest_on_kafka_lag(
     context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: LakeResource
@@ -108,10 +110,14 @@ def ingest_on_kafka_lag(
     reason = decision.reason
     request = None
     if decision.launch:
-        key = run_key({(lg.topic, lg.partition): lg.end for lg in lags})
-        active = context.instance.get_runs(
-            filters=dg.RunsFilter(job_name=ingest_job.name, statuses=_ACTIVE), limit=1
-        )
+        key = run_key({(lg.topic, lg.partition): (lg.start, lg.end) for lg in lags})
+        active = [
+            run
+            for job in (stream_job, ingest_job)
+            for run in context.instance.get_runs(
+                filters=dg.RunsFilter(job_name=job.name, statuses=_ACTIVE), limit=1
+            )
+        ]
         if history.requested == key:
             reason = f"an ingest up to these offsets was already requested (run key {key})"
         elif active:
@@ -126,5 +132,5 @@ def ingest_on_kafka_lag(
         return dg.SensorResult(
             skip_reason=dg.SkipReason(reason), cursor=history.to_json(), asset_events=events
         )
-    context.log.info(f"launching {ingest_job.name}: {reason}")
+    context.log.info(f"launching {stream_job.name}: {reason}")
     return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)

@@ -162,13 +162,14 @@ class LagHistory:
         }
 
 
-def run_key(ends: Mapping[tuple[str, int], int]) -> str:
-    """A run key derived from the planned end offset of every partition.
+def run_key(spans: Mapping[tuple[str, int], tuple[int, int]]) -> str:
+    """A run key derived from the planned ``(start, end)`` offsets of every partition.
 
-    Two ticks that plan the same ends get the same key, so Dagster (and the sensor) never
-    launch the same ingest twice.
+    Two ticks that plan the same ranges get the same key, so Dagster (and the sensor) never
+    launch the same ingest twice; a run capped by ``max_records_per_run`` moves the starts, so
+    the backlog it left gets a new key and the next tick launches it.
     """
-    text = ",".join(f"{t}:{p}={e}" for (t, p), e in sorted(ends.items()))
+    text = ",".join(f"{t}:{p}={s}-{e}" for (t, p), (s, e) in sorted(spans.items()))
     return "ingest-" + hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

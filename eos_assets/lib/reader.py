@@ -70,28 +70,37 @@ def fetch_range(
     values: list[bytes | None] = []
     consumer = Consumer(dict(config))
     deadline = time.monotonic() + timeout_s
+    # The per-record loop is the hot path of the ingest: attributes are looked up once.
+    end, last, half = r.end, r.end - 1, max(1, r.size // 2)
+    add_offset, add_stamp, add_key, add_value = (
+        offsets.append,
+        stamps.append,
+        keys.append,
+        values.append,
+    )
     try:
         tp = TopicPartition(r.topic, r.partition, r.start)
         consumer.assign([tp])
-        done = r.start >= r.end
+        done = r.start >= end
         while not done:
             for msg in consumer.consume(10_000, 0.1):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        done = done or (msg.offset() or 0) >= r.end
+                        done = done or (msg.offset() or 0) >= end
                         continue
                     raise BrokerError(f"reading {r.topic}[{r.partition}] failed: {err.str()}")
                 offset = msg.offset() or 0
-                if offset >= r.end:
+                if offset >= end:
                     done = True
                     break
-                offsets.append(offset)
-                stamps.append(msg.timestamp()[1])
-                keys.append(msg.key())
-                values.append(msg.value())
-                done = done or offset >= r.end - 1
-                if len(offsets) == max(1, r.size // 2):
+                add_offset(offset)
+                add_stamp(msg.timestamp()[1])
+                add_key(msg.key())
+                add_value(msg.value())
+                if offset >= last:
+                    done = True
+                if len(offsets) == half:
                     crash_point(MID_READ, driver_pid)
             if not done:
                 position = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset

@@ -13,7 +13,7 @@ from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
 from eos_assets.lib.burrow import LagHistory
 from eos_assets.lib.errors import BrokerError
-from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.lib.test_ingest import batch
@@ -79,9 +79,13 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
         f"an ingest up to these offsets was already requested (run key {request.run_key})"
     )
 
-    ingest_bronze(
-        spark, lake.table_uri(*RAW_EVENTS.path), [topic], {"bootstrap.servers": kafka_bootstrap}
-    )
+    bronze_uri, client = lake.table_uri(*RAW_EVENTS.path), {"bootstrap.servers": kafka_bootstrap}
+    ingest_bronze(spark, bronze_uri, [topic], client, IngestOptions(max_records=12))
+    rest = ticker.tick()  # a capped run left a backlog: the same ends, new starts, a new run
+    (capped,) = rest.run_requests or []
+    assert capped.run_key != request.run_key and observed(rest)["lag_total"] == 21
+
+    ingest_bronze(spark, bronze_uri, [topic], client)
     idle = ticker.tick()
     assert (
         skip_reason(idle) == "nothing to do: bronze is at the last stable offset of every partition"
@@ -100,7 +104,7 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     assert second.run_key != request.run_key
     assert "oldest pending record is" in observed(late)["decision"]
     history = LagHistory.from_json(ticker.cursor)
-    assert len(history.windows[f"{topic}:0"]) == 6 and history.requested == second.run_key
+    assert len(history.windows[f"{topic}:0"]) == 7 and history.requested == second.run_key
 
 
 def test_only_markers_pending_launches_to_move_past_them(

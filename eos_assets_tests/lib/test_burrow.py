@@ -93,10 +93,12 @@ def test_decide_launches_on_records_age_or_markers_and_says_why_not() -> None:
     )
 
 
-def test_run_key_depends_only_on_the_planned_ends() -> None:
-    ends = {("orders", 0): 10, ("orders", 1): 7}
-    assert run_key(ends) == run_key(dict(reversed(ends.items())))
-    assert run_key(ends) != run_key({**ends, ("orders", 1): 8})
+def test_run_key_depends_only_on_the_planned_ranges() -> None:
+    spans = {("orders", 0): (0, 10), ("orders", 1): (3, 7)}
+    assert run_key(spans) == run_key(dict(reversed(spans.items())))
+    assert run_key(spans) != run_key({**spans, ("orders", 1): (3, 8)})
+    # A capped run moved the start: the backlog it left is a new ingest.
+    assert run_key(spans) != run_key({**spans, ("orders", 0): (5, 10)})
 
 
 def test_limits_from_env() -> None:

@@ -32,7 +32,7 @@ DAGSTER = str(Path(sys.executable).parent / "dagster")
 SENSOR = "ingest_on_kafka_lag"
 DOWNSTREAM_SENSOR = "follow_bronze_downstream"
 STARTUP_S = 120.0
-RUN_WAIT_S = 180.0
+RUN_WAIT_S = 360.0
 
 
 @dataclass(frozen=True)
