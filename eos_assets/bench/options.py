@@ -38,7 +38,7 @@ class BenchOptions:
     freshness_s: float = 180.0
     rate: float = 2000.0
     producers: int = 2
-    repeats: int = 2
+    repeats: int = 3
     master: str = "local[2]"
     only: tuple[str, ...] = STAGES
     out: Path = Path("bench-results/bench")

@@ -25,23 +25,36 @@ def ingest_stage(
     """Ceiling, exactly-once and at-least-once passes over the same topic."""
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).count()  # start the Python workers
-    top = ingest.ceiling(client, topic, slots)
-    passes = ingest.alternate(spark, client, topic, work, repeats)
+    # One uncounted pass of each first: the JVM's JIT and the page cache warm up on it.
+    ingest.alternate(spark, client, topic, work / "warm-up", 1)
+    # Rounds of ceiling, exactly-once and at-least-once, in turn, so that a change of the
+    # machine's load hits all three; the best pass of each counts.
+    tops, passes = [], []
+    for i in range(repeats):
+        tops.append(ingest.ceiling(client, topic, slots))
+        for kind in ("eos", "alo") if i % 2 == 0 else ("alo", "eos"):
+            run = ingest.exactly_once if kind == "eos" else ingest.at_least_once
+            passes.append(run(spark, client, topic, work / f"{kind}-{i}"))
+    top = max(tops, key=lambda p: p.rate)
     eos = max((p for p in passes if p.kind == "eos"), key=lambda p: p.rate)
     alo = max((p for p in passes if p.kind == "alo"), key=lambda p: p.rate)
     ratio = eos.rate / top.rate if top.rate else None
     overhead = 1 - eos.rate / alo.rate if alo.rate else None
-    data = {"ceiling": vars(top), "passes": [{**vars(p), "rate": p.rate} for p in passes]}
+    data = {
+        "ceiling": [{**vars(p), "rate": p.rate} for p in tops],
+        "passes": [{**vars(p), "rate": p.rate} for p in passes],
+    }
     return [
         Measurement(
             "ingest", "ceiling: read_committed consume loop", top.rate, "records/s",
-            detail=f"{top.records:,} records, {slots} processes, {top.seconds:.1f}s", data=data,
+            detail=f"{top.records:,} records, {slots} processes, {top.seconds:.1f}s (best of "
+            f"{len(tops)}: " + ", ".join(f"{p.rate:,.0f}" for p in tops) + ")", data=data,
         ),
         Measurement(
             "ingest", "exactly-once ingest / ceiling", ratio, "x", f">= {INGEST_TARGET}",
             at_least(ratio, INGEST_TARGET),
             f"{eos.rate:,.0f} records/s ({eos.records:,} in {eos.seconds:.1f}s, best of "
-            f"{len(passes) // 2})",
+            f"{len(passes) // 2}, after one warm-up pass)",
         ),
         Measurement(
             "ingest", "exactly-once overhead vs at-least-once", overhead, "",

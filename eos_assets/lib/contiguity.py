@@ -199,16 +199,16 @@ def _rows(con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityRepo
             f"ORDER BY ALL LIMIT {SAMPLE}"
         ).fetchall()
     )
-    report.duplicate_count = _scalar(
-        con,
-        "SELECT count(*) FROM (SELECT 1 FROM bronze GROUP BY topic, partition, off "
-        "HAVING count(*) > 1)",
+    # One aggregation over every row; only the duplicated offsets are kept and looked at.
+    con.execute(
+        "CREATE TEMP TABLE duplicated AS SELECT topic, partition, off, count(*) AS n "
+        "FROM bronze GROUP BY ALL HAVING count(*) > 1"
     )
+    report.duplicate_count = _scalar(con, "SELECT count(*) FROM duplicated")
     report.duplicates = [
         f"{_tp(t, p)} offset {o} x{n}"
         for t, p, o, n in con.execute(
-            "SELECT topic, partition, off, count(*) FROM bronze GROUP BY ALL "
-            f"HAVING count(*) > 1 ORDER BY ALL LIMIT {SAMPLE}"
+            f"SELECT topic, partition, off, n FROM duplicated ORDER BY ALL LIMIT {SAMPLE}"
         ).fetchall()
     ]
     mismatched = con.execute(

@@ -68,35 +68,51 @@ def read_version(
 
 
 def unique_event_ids(silver: pa.Table) -> Report:
-    """``event_id`` is never null and appears once in ``silver`` (its event_id, topic,
-    partition and offset columns)."""
+    """``event_id`` is never null and appears once in ``silver``.
+
+    ``silver`` needs the ``event_id`` column; with ``topic``, ``partition`` and ``offset``
+    too, each duplicated id in the sample also names where its copies came from. One hash
+    aggregation over the ids: only the duplicated ones are kept and looked at again.
+    """
     con = duckdb.connect()
     try:
         con.register("silver", silver)
-        rows, distinct, nulls = con.execute(
-            "SELECT count(*), count(DISTINCT event_id), count(*) - count(event_id) FROM silver"
-        ).fetchone() or (0, 0, 0)
-        dupes = con.execute(
-            "SELECT event_id, count(*), list(topic || '[' || \"partition\" || ']@' || \"offset\" "
-            'ORDER BY "offset")[1:3] FROM silver WHERE event_id IS NOT NULL GROUP BY event_id '
-            f"HAVING count(*) > 1 ORDER BY event_id LIMIT {SAMPLE}"
-        ).fetchall()
-        duplicated = con.execute(
-            "SELECT count(*) FROM (SELECT event_id FROM silver WHERE event_id IS NOT NULL "
-            "GROUP BY event_id HAVING count(*) > 1)"
-        ).fetchone() or (0,)
+        con.execute(
+            "CREATE TEMP TABLE dup AS SELECT event_id, count(*) AS n FROM silver "
+            "WHERE event_id IS NOT NULL GROUP BY event_id HAVING count(*) > 1"
+        )
+        rows, nulls = con.execute(
+            "SELECT count(*), count(*) - count(event_id) FROM silver"
+        ).fetchone() or (0, 0)
+        duplicated, extra = con.execute(
+            "SELECT count(*), coalesce(sum(n - 1), 0) FROM dup"
+        ).fetchone() or (0, 0)
+        where = 'list(topic || \'[\' || "partition" || \']@\' || "offset" ORDER BY "offset")[1:3]'
+        located = {"topic", "partition", "offset"} <= set(silver.column_names)
+        dupes = (
+            con.execute(
+                f"SELECT event_id, any_value(d.n), {where if located else '[]'} FROM silver "
+                f"JOIN (SELECT * FROM dup ORDER BY event_id LIMIT {SAMPLE}) d USING (event_id) "
+                "GROUP BY event_id ORDER BY event_id"
+            ).fetchall()
+            if duplicated
+            else []
+        )
     finally:
         con.close()
+    distinct = int(rows) - int(nulls) - int(extra)
     report = Report(ok_text=f"{rows} rows, {distinct} distinct event_ids: each exactly once")
-    report.problems = [f"event_id {e} x{n} ({', '.join(at)})" for e, n, at in dupes]
+    report.problems = [
+        f"event_id {e} x{n}" + (f" ({', '.join(at)})" if at else "") for e, n, at in dupes
+    ]
     if nulls:
         report.problems.insert(0, f"{nulls} row(s) without event_id")
-    report.problem_count = int(duplicated[0]) + (1 if nulls else 0)
+    report.problem_count = int(duplicated) + (1 if nulls else 0)
     report.counts = {
         "rows": int(rows),
-        "distinct_event_ids": int(distinct),
+        "distinct_event_ids": distinct,
         "null_event_ids": int(nulls),
-        "duplicated_event_ids": int(duplicated[0]),
+        "duplicated_event_ids": int(duplicated),
     }
     return report
 
