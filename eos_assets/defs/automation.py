@@ -15,10 +15,15 @@ from eos_assets.defs.jobs import audit_job, freshness_job
 FOLLOW_UPSTREAM = (
     dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 ).with_label("eager once upstream blocking checks passed")
-# A check runs with its asset whenever the asset is requested or was updated.
+# A check runs with its asset whenever the asset is requested, or after the asset was updated
+# by a run that did not evaluate the check (jobs include their assets' checks, so a run of
+# ingest_and_refresh leaves nothing to do here).
 CHECK_WITH_ASSET = (
-    dg.AutomationCondition.any_deps_updated() | dg.AutomationCondition.will_be_requested()
-)
+    dg.AutomationCondition.any_deps_updated().since(
+        dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated()
+    )
+    | dg.AutomationCondition.will_be_requested()
+).with_label("with its asset")
 
 downstream_sensor = dg.AutomationConditionSensorDefinition(
     "follow_bronze_downstream",

@@ -69,3 +69,34 @@ def test_the_downstream_sensor_targets_silver_and_gold_only() -> None:
         if defs.resolve_asset_graph().get_check_spec(key).blocking
     }
     assert blocking == {OFFSETS_CONTIGUOUS, EVENT_ID_UNIQUE_KEY.name}
+
+
+def test_a_run_that_materialized_everything_with_its_checks_leaves_nothing_to_request() -> None:
+    """What ``ingest_and_refresh`` (launched by the lag sensor) does: no second run follows."""
+    instance = dg.DagsterInstance.ephemeral()
+    graph = defs.resolve_asset_graph()
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+
+    def evaluate() -> set:
+        nonlocal result
+        result = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, cursor=result.cursor
+        )
+        return requested(result)
+
+    def materialize(key: dg.AssetKey, with_checks: bool) -> None:
+        instance.report_runless_asset_event(dg.AssetMaterialization(key))
+        for check in graph.asset_check_keys:
+            if with_checks and check.asset_key == key:
+                instance.report_runless_asset_event(
+                    dg.AssetCheckEvaluation(asset_key=key, check_name=check.name, passed=True)
+                )
+
+    for key in graph.toposorted_asset_keys:
+        materialize(key, with_checks=True)
+    assert evaluate() == set()
+    assert evaluate() == set()
+    # An update made without its checks (a run of a job that left them out) gets them.
+    materialize(EVENTS, with_checks=False)
+    got = evaluate()
+    assert EVENT_ID_UNIQUE_KEY in got and ORDER_STATE in got
