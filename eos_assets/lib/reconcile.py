@@ -87,11 +87,11 @@ def unique_event_ids(silver: pa.Table) -> Report:
         duplicated, extra = con.execute(
             "SELECT count(*), coalesce(sum(n - 1), 0) FROM dup"
         ).fetchone() or (0, 0)
-        where = 'list(topic || \'[\' || "partition" || \']@\' || "offset" ORDER BY "offset")[1:3]'
+        places = 'list(topic || \'[\' || "partition" || \']@\' || "offset" ORDER BY "offset")[1:3]'
         located = {"topic", "partition", "offset"} <= set(silver.column_names)
         dupes = (
             con.execute(
-                f"SELECT event_id, any_value(d.n), {where if located else '[]'} FROM silver "
+                f"SELECT event_id, any_value(d.n), {places if located else '[]'} FROM silver "
                 f"JOIN (SELECT * FROM dup ORDER BY event_id LIMIT {SAMPLE}) d USING (event_id) "
                 "GROUP BY event_id ORDER BY event_id"
             ).fetchall()

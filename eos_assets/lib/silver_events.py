@@ -44,6 +44,7 @@ UPSTREAM = "bronze/raw_events"
 APP = increments.upstream_app(UPSTREAM)
 PARTITION_BY = ("event_date",)
 FILE_SPAN = timedelta(minutes=15)
+_SPAN_MICROS = int(FILE_SPAN.total_seconds() * 1_000_000)
 
 AFTER_FILES = "silver_events_after_files"
 AFTER_COMMIT = "silver_events_after_commit"
@@ -188,10 +189,10 @@ def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list
     if not pieces:
         return 0, 0, []
     valid = pa.concat_tables(pieces)
-    size = int(FILE_SPAN.total_seconds() * 1_000_000)
     # As ``_span`` computes it in Spark: floor of a double division.
     micros = pc.cast(pc.cast(valid.column("event_time"), pa.int64()), pa.float64())
-    starts = pc.unique(pc.multiply(pc.floor(pc.divide(micros, float(size))), float(size)))
+    size = float(_SPAN_MICROS)
+    starts = pc.unique(pc.multiply(pc.floor(pc.divide(micros, size)), size))
     spans = sorted(
         datetime.fromtimestamp(int(s) / 1e6, UTC) for s in starts.to_pylist() if s is not None
     )
@@ -224,8 +225,7 @@ def first_of(ranked: DataFrame) -> DataFrame:
 
 def _span(column: Column) -> Column:
     """The start of the ``FILE_SPAN`` holding ``column``, in microseconds since the epoch."""
-    size = int(FILE_SPAN.total_seconds() * 1_000_000)
-    return F.floor(F.unix_micros(column) / size) * size
+    return F.floor(F.unix_micros(column) / _SPAN_MICROS) * _SPAN_MICROS
 
 
 def existing_files_predicate(spans: list[datetime]) -> str | None:
