@@ -8,6 +8,7 @@ event reached the KPI tables in DuckDB.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,13 +29,8 @@ from eos_assets.lib.errors import EosError
 
 P95_TARGET_S = 60.0
 DRAIN_S = 300.0  # after the stream stops, wait at most this long for DuckDB to catch up
-INSTANCE_YAML = """\
-concurrency:
-  pools:
-    default_limit: 1
-telemetry:
-  enabled: false
-"""
+# The local instance of ``make demo`` and ``make ui``: the bench runs the product as shipped.
+INSTANCE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.local.yaml"
 
 
 def _env(root: Path, bootstrap: str, topic: str) -> dict[str, str]:
@@ -102,7 +98,9 @@ def freshness_stage(
     root.mkdir(parents=True, exist_ok=True)
     home = root / "dagster_home"
     home.mkdir(exist_ok=True)
-    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    if not INSTANCE_YAML.is_file():
+        raise EosError(f"{INSTANCE_YAML} is missing: run the bench from a checkout (make bench)")
+    shutil.copy(INSTANCE_YAML, home / "dagster.yaml")
     topic = f"bench-fresh-{uuid.uuid4().hex[:6]}"
     broker.ensure_topic(bootstrap, topic, PARTITIONS, client)
     env = _env(root, bootstrap, topic)
@@ -113,13 +111,14 @@ def freshness_stage(
     )
     poller = Poller(root / "warehouse.duckdb")
     count = int(options.rate * options.freshness_s)
+    began_wall = time.time()
     try:
         _wait_for(daemon_log, "ingest_on_kafka_lag", daemon, 180.0)
         poller.start()
         produce = [str(bin_dir / "eos-assets"), "produce", "--topic", topic, "--count", str(count)]
         produce += ["--rate", str(options.rate), "--manifest", str(root / "manifest.jsonl")]
         producer = _start(produce, env, root / "producer.log")
-        began = time.monotonic()
+        began, began_wall = time.monotonic(), time.time()
         if producer.wait(timeout=options.freshness_s * 3 + 60) != 0:
             raise EosError(f"the producer failed: {(root / 'producer.log').read_text()[-500:]}")
         produced_s = time.monotonic() - began
@@ -133,9 +132,11 @@ def freshness_stage(
     finally:
         poller.stop()
         stop_group(daemon)
-    runs = _runs(home)
+    runs, timeline = _runs(home, began_wall)
     lat = latencies(poller.seen, root / "lake", topic, PARTITIONS)
-    return _lines(lat, runs, count, produced_s, options, poller)
+    lines = _lines(lat, runs, count, produced_s, options, poller)
+    lines[0].data["timeline"] = timeline
+    return lines
 
 
 def _settle(home: Path, deadline: float) -> None:
@@ -148,14 +149,36 @@ def _settle(home: Path, deadline: float) -> None:
             time.sleep(2)
 
 
-def _runs(home: Path) -> dict[str, int]:
-    """Runs per job and status, from the instance the daemon used."""
+def _runs(home: Path, began: float) -> tuple[dict[str, int], list[dict[str, object]]]:
+    """Runs per job and status, and each run's times (seconds after the stream started,
+    with its steps' durations), from the instance the daemon used."""
+    counts: dict[str, int] = {}
+    timeline: list[dict[str, object]] = []
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        counts: dict[str, int] = {}
-        for run in instance.get_runs():
+        for record in sorted(instance.get_run_records(), key=lambda r: r.create_timestamp):
+            run = record.dagster_run
             key = f"{run.job_name}:{run.status.value}"
             counts[key] = counts.get(key, 0) + 1
-    return counts
+            steps = {
+                s.step_key: round(s.end_time - s.start_time, 1)
+                for s in instance.get_run_step_stats(run.run_id)
+                if s.start_time is not None and s.end_time is not None
+            }
+            timeline.append(
+                {
+                    "job": run.job_name,
+                    "status": run.status.value,
+                    "created": round(record.create_timestamp.timestamp() - began, 1),
+                    "started": _after(record.start_time, began),
+                    "ended": _after(record.end_time, began),
+                    "steps": steps,
+                }
+            )
+    return counts, timeline
+
+
+def _after(stamp: float | None, began: float) -> float | None:
+    return None if stamp is None else round(stamp - began, 1)
 
 
 def _lines(

@@ -11,6 +11,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.gold import SERVING_KPI, WINDOW_AGGREGATES, served_tables
+from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import EVENTS
 from eos_assets.lib import delta_io, windows
 from eos_assets.lib.errors import EosError
@@ -72,6 +73,7 @@ def event_id_unique(lake: LakeResource) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     asset=WINDOW_AGGREGATES,
+    op_tags=AFTER_SERVING,
     name=WINDOWS_RECONCILE,
     automation_condition=CHECK_WITH_ASSET,
     description="Final windows (end at or before the watermark) have the totals of the silver "

@@ -7,6 +7,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
+from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import EVENTS, run_or_fail, seconds, versions_json
 from eos_assets.lib import kpi, serving
 from eos_assets.lib.kpi_daily import update_kpi_daily
@@ -61,7 +62,8 @@ class KpiWindowConfig(dg.Config):
             description="Events that arrived for a window already final, with the watermark "
             "they missed; their windows were recomputed, never silently lost.",
         ),
-    ]
+    ],
+    op_tags=AFTER_SERVING,
 )
 def window_aggregates(
     context: dg.AssetExecutionContext,

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.gold import KPI_WINDOW, WINDOW_AGGREGATES
+from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
 from eos_assets.lib import alert_ledger, outbound_publish
 from eos_assets.lib.alert_notify import notify, stuck
@@ -39,7 +40,13 @@ class AggOutConfig(dg.Config):
     )
 
 
-@dg.asset(key=AGG_OUT, deps=[WINDOW_AGGREGATES], group_name="outbound", kinds={"kafka", "delta"})
+@dg.asset(
+    key=AGG_OUT,
+    deps=[WINDOW_AGGREGATES],
+    group_name="outbound",
+    kinds={"kafka", "delta"},
+    op_tags=AFTER_SERVING,
+)
 def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> dg.MaterializeResult:
     """Every new window revision of gold/window_aggregates in Kafka (EOS_AGG_OUT_TOPIC), once.
 
@@ -81,6 +88,7 @@ def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> d
     deps=[KPI_WINDOW, WINDOW_AGGREGATES],
     group_name="outbound",
     kinds={"delta"},
+    op_tags=AFTER_SERVING,
 )
 def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """KPI alerts on final windows, delivered to EOS_ALERT_URL with an idempotency key.
@@ -125,6 +133,7 @@ def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
 
 @dg.asset_check(
     asset=AGG_OUT,
+    op_tags=AFTER_SERVING,
     name=AGG_OUT_CAUGHT_UP,
     automation_condition=CHECK_WITH_ASSET,
     description="The committed position of the agg-out publisher is at most "
@@ -159,6 +168,7 @@ def caught_up_with_window_aggregates(
 
 @dg.asset_check(
     asset=KPI_ALERTS,
+    op_tags=AFTER_SERVING,
     name=ALERTS_NOT_STUCK,
     automation_condition=CHECK_WITH_ASSET,
     description="No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S "

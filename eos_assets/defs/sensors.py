@@ -21,6 +21,8 @@ from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 
 LAG_SENSOR = "ingest_on_kafka_lag"
+# Seconds between ticks: how long new records can wait before the sensor sees them.
+LAG_TICK_S = 10
 _ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -67,7 +69,7 @@ def _rounded(value: float | None) -> float | None:
 @dg.sensor(
     name=LAG_SENSOR,
     job=stream_job,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=LAG_TICK_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Measures bronze's lag behind Kafka (Delta txn positions vs last stable "
     "offsets), records it on bronze/raw_events with a Burrow-style status (OK, WARN, STALL, "

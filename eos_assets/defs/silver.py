@@ -7,6 +7,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.order_state import update_order_state
 from eos_assets.lib.silver_events import update_events
@@ -77,7 +78,13 @@ def events(
     )
 
 
-@dg.asset(key=ORDER_STATE, deps=[EVENTS], group_name="silver", kinds={"spark", "delta"})
+@dg.asset(
+    key=ORDER_STATE,
+    deps=[EVENTS],
+    group_name="silver",
+    kinds={"spark", "delta"},
+    op_tags=AFTER_SERVING,
+)
 def order_state(
     context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
 ) -> dg.MaterializeResult:

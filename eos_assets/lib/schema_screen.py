@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from eos_assets.lib.schema_careful import MAX_DEPTH
 
 _SUSPECT = (b"\n", b"\r", b"NaN", b"Inf")
+_QUOTED_NUMBERS = (b'"amount":"', b'"schema_version":"')
 # A contract field of the wrong kind, a number with a 3-digit exponent, a surrogate escape,
 # two documents on one line.
 _LIKELY_TO_FAIL = (
@@ -90,13 +91,36 @@ def likely_to_fail(lines: list[bytes], item: np.ndarray) -> np.ndarray:
 
 
 def suspect_lines(data: bytes, lines: list[bytes]) -> np.ndarray | None:
-    """Mask the lines holding a newline, ``\\r``, ``NaN`` or ``Inf``; None when none does.
+    """Mask the lines holding a newline, ``\\r``, ``NaN``, ``Inf`` or a quoted number in a
+    number field (compact JSON: ``"amount":"``); None when none does.
+
+    A quoted amount makes ``pyarrow.json`` raise for its whole chunk: setting such lines aside
+    here spares the failing call and the retries after it.
 
     Args:
         data: ``lines`` joined with newlines, searched first so that a clean chunk costs a few
             memchr passes rather than one check per line.
         lines: the values of one chunk.
     """
-    if data.count(b"\n") == len(lines) - 1 and not any(_contains(data, p) for p in _SUSPECT[1:]):
+    if data.count(b"\n") != len(lines) - 1 or any(_contains(data, p) for p in _SUSPECT[1:]):
+        patterns = (*_SUSPECT, *_QUOTED_NUMBERS)
+        return np.array([any(_contains(line, p) for p in patterns) for line in lines], dtype=bool)
+    hits = [at for p in _QUOTED_NUMBERS for at in _find_all(data, p)]
+    if not hits:
         return None
-    return np.array([any(_contains(line, p) for p in _SUSPECT) for line in lines], dtype=bool)
+    mask = np.zeros(len(lines), dtype=bool)
+    row, last = 0, 0
+    for at in sorted(hits):  # a position in ``data`` to its line: count the newlines before it
+        row += data.count(b"\n", last, at)
+        last = at
+        if row < len(lines):
+            mask[row] = True
+    return mask
+
+
+def _find_all(data: bytes, pattern: bytes) -> list[int]:
+    found, at = [], data.find(pattern)
+    while at >= 0:
+        found.append(at)
+        at = data.find(pattern, at + 1)
+    return found

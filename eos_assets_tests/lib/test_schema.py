@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import deltalake
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -15,6 +16,7 @@ from eos_assets.lib.contract import Malformed, error_code
 from eos_assets.lib.schema import BRONZE_SCHEMA, to_bronze_table
 from eos_assets.lib.schema_bulk import MIN_BULK, extract_fields
 from eos_assets.lib.schema_careful import extract_careful
+from eos_assets.lib.schema_screen import suspect_lines
 
 EVENT = {
     "event_id": "3f6c1a52-9d1e-4c1b-8a55-0c5e4f1b2a77",
@@ -410,6 +412,32 @@ def test_sparse_bad_records_leave_their_neighbours_in_bulk() -> None:
     assert fields.equals(extract_careful(values))
     errors = bronze(values)["error"].to_pylist()
     assert [errors[i] for i in sorted(bad)] == [error for _, error in MALFORMED.values()]
+
+
+@pytest.mark.parametrize("newline_inside", [False, True])
+def test_quoted_numbers_in_compact_json_are_set_aside_before_the_first_call(
+    newline_inside: bool,
+) -> None:
+    def compact(**changes: object) -> bytes:
+        return json.dumps({**EVENT, **changes}, separators=(",", ":")).encode()
+
+    values: list[bytes | None] = [compact(event_id=f"e-{i}") for i in range(400)]
+    quoted = {7, 150, 151, 399}
+    for i in quoted:
+        values[i] = compact(event_id=f"e-{i}", amount="12.5" if i % 2 else "x")
+    values[200] = compact(event_id="e-200", schema_version="1")
+    quoted.add(200)
+    if newline_inside:  # a line with a raw newline: the per-line screen
+        values[300] = compact(event_id="e-300").replace(b",", b",\n", 1)
+    lines = [v or b"" for v in values]
+    mask = suspect_lines(b"\n".join(lines), lines)
+    assert mask is not None
+    assert set(np.flatnonzero(mask).tolist()) == quoted | ({300} if newline_inside else set())
+    fields, careful = extract_fields(values, pa.array(values, pa.binary()))
+    assert fields.equals(extract_careful(values))
+    assert set(careful.tolist()) == set(np.flatnonzero(mask).tolist())
+    clean = lines[:5]
+    assert suspect_lines(b"\n".join(clean), clean) is None
 
 
 def test_a_json_null_never_reaches_pyarrow_json() -> None:

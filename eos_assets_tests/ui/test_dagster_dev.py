@@ -7,7 +7,7 @@ CHECKS = """
 query Checks($runId: ID!) {
   runOrError(runId: $runId) {
     ... on Run {
-      stepStats { stepKey status }
+      stepStats { stepKey status startTime endTime }
       assetCheckEvaluations: eventConnection(afterCursor: null) {
         events { __typename ... on AssetCheckEvaluationEvent { evaluation { checkName success } } }
       }
@@ -49,6 +49,11 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
     silver_gold = {"silver__events", "silver__order_state", "window_aggregates", "kpi_daily"}
     assert silver_gold | {"gold__kpi_window", "serving__kpi", "outbound__agg_out"} <= steps.keys()
     assert set(steps.values()) == {"SUCCESS"}
+    # The path to the served KPIs runs first; the rest of the graph yields to it.
+    times = {s["stepKey"]: (s["startTime"], s["endTime"]) for s in run["stepStats"]}
+    served = times["serving__kpi"][1]
+    for later in ("silver__order_state", "window_aggregates", "outbound__agg_out"):
+        assert times[later][0] >= served, (later, times)
     checks = {
         e["evaluation"]["checkName"]: e["evaluation"]["success"]
         for e in run["assetCheckEvaluations"]["events"]
