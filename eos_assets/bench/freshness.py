@@ -134,9 +134,7 @@ def freshness_stage(
         stop_group(daemon)
     runs, timeline = _runs(home, began_wall)
     lat = latencies(poller.seen, root / "lake", topic, PARTITIONS)
-    lines = _lines(lat, runs, count, produced_s, options, poller)
-    lines[0].data["timeline"] = timeline
-    return lines
+    return _lines(lat, runs, timeline, count, produced_s, options, poller)
 
 
 def _settle(home: Path, deadline: float) -> None:
@@ -184,6 +182,7 @@ def _after(stamp: float | None, began: float) -> float | None:
 def _lines(
     lat: Latencies,
     runs: dict[str, int],
+    timeline: list[dict[str, object]],
     count: int,
     produced_s: float,
     options: BenchOptions,
@@ -197,7 +196,7 @@ def _lines(
         "p50": p50, "p95": p95, "max": worst, "events": count, "visible": len(values),
         "never_visible": lat.never_visible, "observations": lat.observations,
         "total_mismatches": lat.total_mismatches, "runs": runs, "produce_s": produced_s,
-        "polls": poller.polls, "unreadable_copies": poller.unreadable,
+        "polls": poller.polls, "unreadable_copies": poller.unreadable, "timeline": timeline,
     }  # fmt: skip
     failed = sum(v for k, v in runs.items() if k.endswith(("FAILURE", "CANCELED")))
     detail = (
