@@ -103,7 +103,10 @@ def _wait_alive(cluster: SparkCluster, procs: list[subprocess.Popen[bytes]], wor
             state = cluster.master_state()
             if state["status"] == "ALIVE" and state["aliveworkers"] == workers:
                 return
-        except OSError:
+        except (OSError, ValueError):
+            # Not listening yet, or listening but not every page attached yet: the web UI
+            # starts serving before it attaches its handlers one by one, so for a moment
+            # ``/json/`` falls through to the HTML root page.
             pass
         assert time.monotonic() < deadline, f"no cluster of {workers} workers\n{cluster.logs()}"
         time.sleep(1)
