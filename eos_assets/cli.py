@@ -1,4 +1,4 @@
-"""The ``eos-assets`` command: the embedded broker and the demo producer.
+"""The ``eos-assets`` command: the embedded broker, the demo producer, the demo and the bench.
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
 code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo import DemoOptions, run_demo
-from eos_assets.lib import broker
+from eos_assets.lib import broker, spark_cds
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.settings import Settings
@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_bench_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
+
+    commands.add_parser(
+        "spark-archive",
+        help="write this install's class archive of the Spark driver (runs start sooner)",
+    ).set_defaults(handler=cmd_spark_archive)
     return parser
 
 
@@ -108,6 +113,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from eos_assets.bench.runner import run_bench
 
     run_bench(options)
+    return 0
+
+
+def cmd_spark_archive(args: argparse.Namespace) -> int:
+    """Write the driver's class archive unless this install has it; print its path."""
+    print(spark_cds.build())
     return 0
 
 

@@ -5,6 +5,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from eos_assets.lib import spark_cds
 from eos_assets.lib.errors import JavaMissingError
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -44,13 +45,19 @@ def use_this_python() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
+def spark_config(
+    master: str, app_name: str = "eos_assets", class_archive: bool = True
+) -> dict[str, str]:
     """Spark settings shared by every session of the product.
 
     Executors run ``PYSPARK_PYTHON`` when set, else the Python of this process (on a cluster:
-    the same path on every executor, with the same packages).
+    the same path on every executor, with the same packages). With ``class_archive``, the
+    driver JVM maps this install's class archive when it has one (``spark_cds``).
     """
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    driver_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}"
+    if class_archive and (archive := spark_cds.driver_java_options()):
+        driver_options += f" {archive}"
     config = {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -58,7 +65,7 @@ def spark_config(master: str, app_name: str = "eos_assets") -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}",
+        "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
     config["spark.pyspark.python"] = python

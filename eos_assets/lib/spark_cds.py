@@ -1,0 +1,141 @@
+"""A class-data-sharing archive of the driver JVM's classes, so that each run starts Spark sooner.
+
+Every Dagster run is a process of its own and so starts a driver JVM of its own, which loads
+and verifies thousands of Spark classes before its first job. Java 17 can write the classes a
+JVM loaded into an archive when it exits (``-XX:ArchiveClassesAtExit``) and map that archive
+into later JVMs (``-XX:SharedArchiveFile``). ``build`` writes the archive once per install from
+a JVM that ran the kinds of Spark work the assets run; ``driver_java_options`` points every
+later driver at it.
+
+The archive only holds for the Java runtime and Spark jars it was written with, so its file
+name carries a key of both: after an upgrade the old file is simply not found, and ``build``
+writes a new one. A JVM that cannot use an archive says so in one warning line and starts
+without it; it never fails because of it. With no archive, nothing changes but the start time.
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyspark
+
+from eos_assets.lib.errors import EosError
+
+_BUILD_TIMEOUT_S = 600
+
+
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def archive_path() -> Path | None:
+    """Where this install's archive is (or would be written); None without a Java runtime."""
+    java = _java()
+    if java is None:
+        return None
+    jars = Path(pyspark.__file__).parent / "jars"
+    key = hashlib.sha256()
+    for part in (java, *sorted(jars.glob("*.jar"))):
+        stat = part.stat()
+        key.update(f"{part}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    key.update(pyspark.__version__.encode())
+    return Path(sys.prefix) / "share" / "eos_assets" / f"spark-cds-{key.hexdigest()[:16]}.jsa"
+
+
+def driver_java_options() -> str:
+    """``-XX:SharedArchiveFile=...`` when this install's archive exists, else nothing."""
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+
+
+def build() -> Path:
+    """Write this install's archive unless it exists; returns its path.
+
+    Raises:
+        EosError: no Java runtime, or the JVM that was to write the archive failed.
+    """
+    path = archive_path()
+    if path is None:
+        raise EosError("no Java runtime: install a Java 17 runtime or set JAVA_HOME")
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        partial = Path(scratch) / path.name
+        command = [sys.executable, "-m", "eos_assets.lib.spark_cds", str(partial)]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S, check=False
+        )
+        if done.returncode != 0 or not partial.is_file():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise EosError(f"writing the Spark class archive failed: {last}")
+        # A damaged archive crashes the JVM that maps it (SIGBUS): check it before use.
+        check = [str(_java()), "-XX:+VerifySharedSpaces", f"-XX:SharedArchiveFile={partial}"]
+        verified = subprocess.run([*check, "-version"], capture_output=True, timeout=60)
+        if verified.returncode != 0:
+            raise EosError("the Spark class archive just written does not load: not used")
+        os.replace(partial, path)
+    for old in path.parent.glob("spark-cds-*.jsa"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def _record(target: Path) -> None:
+    """Run Spark work like the assets' in a JVM that writes its classes to ``target`` on exit."""
+    from pyspark.sql import SparkSession, Window
+    from pyspark.sql import functions as F
+
+    from eos_assets.lib.spark_env import spark_config, use_this_python
+
+    use_this_python()
+    config = spark_config("local[2]", app_name="eos_cds", class_archive=False)
+    config["spark.ui.enabled"] = "false"
+    config["spark.driver.extraJavaOptions"] += f" -XX:ArchiveClassesAtExit={target}"
+    builder = SparkSession.builder
+    for key, value in config.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    proc = spark.sparkContext._gateway.proc  # pyright: ignore[reportOptionalMemberAccess]
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = spark.range(20_000).select(
+            (F.col("id") % 5_000).cast("string").alias("event_id"),
+            F.col("id").alias("offset"),
+            F.timestamp_micros(F.col("id") * 1_000_000).alias("event_time"),
+            (F.col("id") % 97 * 1.5).alias("amount"),
+        )
+        rows.write.parquet(f"{scratch}/rows")
+        read = spark.read.parquet(f"{scratch}/rows")
+        first = read.withColumn(
+            "_rank", F.row_number().over(Window.partitionBy("event_id").orderBy("offset"))
+        ).where("_rank = 1")
+        fresh = first.join(read.limit(100).select("event_id"), "event_id", "left_anti")
+        fresh.mapInArrow(lambda batches: batches, fresh.schema).count()
+        fresh.groupBy(F.window("event_time", "5 minutes")).agg(
+            F.sum("amount"), F.count_distinct("event_id")
+        ).collect()
+        spark.sparkContext.parallelize(range(4), 4).map(lambda n: n * 2).collect()
+        spark.createDataFrame([(1, "a")], "n long, s string").toArrow()
+    spark.stop()
+    # The JVM writes the archive as it exits, which it does when its stdin closes.
+    assert proc is not None and proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=_BUILD_TIMEOUT_S)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m eos_assets.lib.spark_cds TARGET``: the JVM that writes an archive."""
+    parser = argparse.ArgumentParser(prog="python -m eos_assets.lib.spark_cds")
+    parser.add_argument("target", type=Path)
+    _record(parser.parse_args(argv).target)
+
+
+if __name__ == "__main__":
+    main()

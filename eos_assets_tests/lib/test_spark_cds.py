@@ -1,0 +1,62 @@
+"""The driver's class archive: written once per install, mapped by every later driver JVM."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from eos_assets.lib import spark_cds
+from eos_assets.lib.spark_env import spark_config
+
+# A fresh driver JVM, its class loading logged to a file: which classes came from the archive.
+_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+from eos_assets.lib.spark_env import spark_config, use_this_python
+use_this_python()
+config = spark_config("local[1]", app_name="eos_cds_test", class_archive=sys.argv[2] == "on")
+config["spark.ui.enabled"] = "false"
+config["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={sys.argv[1]}"
+builder = SparkSession.builder
+for key, value in config.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+assert spark.range(10).count() == 10
+spark.stop()
+"""
+
+
+def _sources(tmp_path: Path, archive: str) -> dict[str, str]:
+    """Where a fresh driver loaded each Spark class from, by class name."""
+    log = tmp_path / f"classes-{archive}.log"
+    subprocess.run([sys.executable, "-c", _DRIVER, str(log), archive], check=True, timeout=300)
+    found = {}
+    for line in log.read_text().splitlines():
+        # e.g. "[0.2s][info][class,load] org.apache.spark.SparkContext source: shared objects
+        # file (top)"
+        parts = line.split("] ", 3)[-1].split(" source: ", 1)
+        if len(parts) == 2 and parts[0].startswith("org.apache.spark."):
+            found[parts[0]] = parts[1]
+    return found
+
+
+def test_a_fresh_driver_maps_spark_classes_from_the_archive_and_without_it_loads_them(
+    tmp_path: Path,
+) -> None:
+    archive = spark_cds.build()  # nothing to do when `make` wrote it already
+    assert archive.is_file() and archive == spark_cds.archive_path()
+    option = f"-XX:SharedArchiveFile={archive}"
+    assert option in spark_config("local[2]")["spark.driver.extraJavaOptions"]
+    assert (
+        option not in spark_config("local[2]", class_archive=False)["spark.driver.extraJavaOptions"]
+    )
+
+    mapped = _sources(tmp_path, "on")
+    assert mapped["org.apache.spark.SparkContext"] == "shared objects file (top)"
+    # Classes generated at run time (lambdas, compiled queries) are never in an archive.
+    from_files = [s for s in mapped.values() if s.startswith(("shared objects", "file:"))]
+    from_archive = from_files.count("shared objects file (top)")
+    assert from_archive > 0.95 * len(from_files), f"{from_archive} of {len(from_files)}"
+
+    loaded = _sources(tmp_path, "off")
+    assert "shared objects file" not in loaded["org.apache.spark.SparkContext"]
+    assert not any("(top)" in source for source in loaded.values())
