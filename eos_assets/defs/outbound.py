@@ -25,6 +25,9 @@ from eos_assets.settings import Settings
 
 AGG_OUT = dg.AssetKey(["outbound", "agg_out"])
 KPI_ALERTS = dg.AssetKey(["outbound", "kpi_alerts"])
+# One publisher at a time: runs may overlap (the lag sensor launches the next ingest once a
+# run has served its KPIs), and a second agg_out publisher would fence the first one.
+OUTBOUND_POOL = "eos_outbound"
 AGG_OUT_CAUGHT_UP = "caught_up_with_window_aggregates"
 ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
 AGG_OUT_CAUGHT_UP_KEY = dg.AssetCheckKey(AGG_OUT, AGG_OUT_CAUGHT_UP)
@@ -46,6 +49,7 @@ class AggOutConfig(dg.Config):
     group_name="outbound",
     kinds={"kafka", "delta"},
     op_tags=AFTER_SERVING,
+    pool=OUTBOUND_POOL,
 )
 def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> dg.MaterializeResult:
     """Every new window revision of gold/window_aggregates in Kafka (EOS_AGG_OUT_TOPIC), once.
@@ -89,6 +93,7 @@ def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> d
     group_name="outbound",
     kinds={"delta"},
     op_tags=AFTER_SERVING,
+    pool=OUTBOUND_POOL,
 )
 def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """KPI alerts on final windows, delivered to EOS_ALERT_URL with an idempotency key.

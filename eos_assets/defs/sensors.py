@@ -13,6 +13,7 @@ import time
 import dagster as dg
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.gold import SERVING_KPI
 from eos_assets.defs.jobs import ingest_job, stream_job
 from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
@@ -64,6 +65,20 @@ def _observation(
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _holds_the_way(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether an active ingest run keeps the next one from being launched.
+
+    An ``ingest_and_refresh`` run stops holding the way once it has served the KPIs: what is
+    left of it (order state, window aggregates, outbound) overlaps the next run's ingest. Every
+    table's commit protocol already lets two writers race safely, and the outbound publishers
+    share a pool of one slot.
+    """
+    if run.job_name != stream_job.name:
+        return True
+    served = instance.get_latest_materialization_event(SERVING_KPI)
+    return served is None or served.run_id != run.run_id
 
 
 @dg.sensor(
@@ -119,6 +134,7 @@ def ingest_on_kafka_lag(
             for run in context.instance.get_runs(
                 filters=dg.RunsFilter(job_name=job.name, statuses=_ACTIVE), limit=1
             )
+            if _holds_the_way(context.instance, run)
         ]
         if history.requested == key:
             reason = f"an ingest up to these offsets was already requested (run key {key})"

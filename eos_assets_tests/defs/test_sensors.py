@@ -7,9 +7,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.gold import SERVING_KPI
+from eos_assets.defs.jobs import ingest_job, stream_job
 from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
 from eos_assets.lib.burrow import LagHistory
 from eos_assets.lib.errors import BrokerError
@@ -105,6 +109,50 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     assert "oldest pending record is" in observed(late)["decision"]
     history = LagHistory.from_json(ticker.cursor)
     assert len(history.windows[f"{topic}:0"]) == 7 and history.requested == second.run_key
+
+
+def _started(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun:
+    run = dg.DagsterRun(
+        job_name=job_name, run_id=make_new_run_id(), status=dg.DagsterRunStatus.STARTED
+    )
+    return instance.add_run(run)
+
+
+def _served_kpis_in(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+    event = DagsterEvent(
+        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+        job_name=run.job_name,
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(SERVING_KPI)),
+    )
+    instance.report_dagster_event(event, run_id=run.run_id)
+
+
+def test_an_ingest_run_holds_the_next_one_until_it_has_served_the_kpis(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "5")
+    topic = make_topic(partitions=1)
+    ticker = Ticker(
+        KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
+        LakeResource(root=lake_root),
+    )
+    send_transaction(kafka_bootstrap, topic, batch(10, 1))
+    running = _started(ticker.instance, stream_job.name)
+    held = ticker.tick()
+    assert skip_reason(held) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
+
+    # Past serving/kpi, what is left of the run overlaps the next ingest.
+    _served_kpis_in(ticker.instance, running)
+    (request,) = ticker.tick().run_requests or []
+    assert request.run_key and request.run_key.startswith("ingest-")
+
+    # A plain ingest run holds the way until it ends.
+    send_transaction(kafka_bootstrap, topic, batch(10, 1, first=10))
+    ingesting = _started(ticker.instance, ingest_job.name)
+    assert skip_reason(ticker.tick()) == f"ingest run {ingesting.run_id[:8]} is STARTED; waiting"
 
 
 def test_only_markers_pending_launches_to_move_past_them(

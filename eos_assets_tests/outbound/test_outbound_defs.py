@@ -53,6 +53,8 @@ def test_agg_out_check_fails_while_versions_wait_and_passes_once_published(
     }
     never = check(caught_up_with_window_aggregates, **resources)
     assert not never.passed and never.severity == dg.AssetCheckSeverity.WARN
+    # Overlapping runs take turns: a second publisher would fence the first.
+    assert agg_out.op.pool == kpi_alerts.op.pool == "eos_outbound"
     first = materialize(agg_out, lake, kafka_bootstrap)
     assert first["records"] > 0
     assert check(caught_up_with_window_aggregates, **resources).passed
