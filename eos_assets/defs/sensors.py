@@ -81,6 +81,26 @@ def _holds_the_way(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     return served is None or served.run_id != run.run_id
 
 
+def _stream_selection(
+    context: dg.SensorEvaluationContext,
+) -> tuple[list[dg.AssetKey], list[dg.AssetCheckKey]]:
+    """The assets and checks of ``ingest_and_refresh``, named in each run it launches.
+
+    A run that names them records them (its asset and check selection); the automation sensor
+    then knows that the checks ran with their assets in that run and requests no check-only
+    run after it.
+    """
+    repository = context.repository_def
+    if repository is not None:
+        graph = repository.asset_graph
+    else:  # a context built outside a code location (tests)
+        from eos_assets.definitions import defs
+
+        graph = defs.resolve_asset_graph()
+    selection = stream_job.selection
+    return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
+
+
 @dg.sensor(
     name=LAG_SENSOR,
     job=stream_job,
@@ -142,8 +162,12 @@ def ingest_on_kafka_lag(
             reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
         else:
             history.requested = key
+            assets, checks = _stream_selection(context)
             request = dg.RunRequest(
-                run_key=key, tags={"eos/trigger": "lag", "eos/lag_total": str(total)}
+                run_key=key,
+                tags={"eos/trigger": "lag", "eos/lag_total": str(total)},
+                asset_selection=assets,
+                asset_check_keys=checks,
             )
     events = [_observation(lags, history, now, limits, reason)]
     if request is None:

@@ -12,6 +12,7 @@ from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE_KEY
 from eos_assets.defs.gold import SERVING_KPI
 from eos_assets.defs.jobs import ingest_job, stream_job
 from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
@@ -74,6 +75,9 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     first = ticker.tick()
     (request,) = first.run_requests or []
     assert request.run_key and request.run_key.startswith("ingest-")
+    # The run names the job's assets and checks (see test_automation.py for why).
+    assert {SERVING_KPI, RAW_EVENTS} <= set(request.asset_selection or [])
+    assert EVENT_ID_UNIQUE_KEY in (request.asset_check_keys or [])
     m = observed(first)
     assert m["lag_total"] == 33  # 30 records and one commit marker per partition
     assert m[f"lag {topic}[0]"] == 11 and m["decision"].startswith("lag 33 offsets reached")
