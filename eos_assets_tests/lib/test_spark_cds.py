@@ -21,6 +21,11 @@ for key, value in config.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 assert spark.range(10).count() == 10
+jvm = spark.sparkContext._jvm
+bean = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+option = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean)
+with open(sys.argv[1] + ".jit", "w") as out:
+    out.write(option.getVMOption("TieredStopAtLevel").getValue())
 spark.stop()
 """
 
@@ -56,6 +61,9 @@ def test_a_fresh_driver_maps_spark_classes_from_the_archive_and_without_it_loads
     from_files = [s for s in mapped.values() if s.startswith(("shared objects", "file:"))]
     from_archive = from_files.count("shared objects file (top)")
     assert from_archive > 0.95 * len(from_files), f"{from_archive} of {len(from_files)}"
+
+    # The driver compiles with C1 only (spark_env._DRIVER_JIT), archive or not.
+    assert (tmp_path / "classes-on.log.jit").read_text() == "1"
 
     loaded = _sources(tmp_path, "off")
     assert "shared objects file" not in loaded["org.apache.spark.SparkContext"]
