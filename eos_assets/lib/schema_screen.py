@@ -102,19 +102,19 @@ def suspect_lines(data: bytes, lines: list[bytes]) -> np.ndarray | None:
             memchr passes rather than one check per line.
         lines: the values of one chunk.
     """
-    if data.count(b"\n") != len(lines) - 1 or any(_contains(data, p) for p in _SUSPECT[1:]):
+    newlines = np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    if newlines != len(lines) - 1 or any(_contains(data, p) for p in _SUSPECT[1:]):
         patterns = (*_SUSPECT, *_QUOTED_NUMBERS)
         return np.array([any(_contains(line, p) for p in patterns) for line in lines], dtype=bool)
     hits = [at for p in _QUOTED_NUMBERS for at in _find_all(data, p)]
     if not hits:
         return None
+    # No line holds a newline: line i starts where the lengths of the lines before it, each
+    # with its separator, end.
+    lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+    starts = np.concatenate([[0], np.cumsum(lengths[:-1] + 1)])
     mask = np.zeros(len(lines), dtype=bool)
-    row, last = 0, 0
-    for at in sorted(hits):  # a position in ``data`` to its line: count the newlines before it
-        row += data.count(b"\n", last, at)
-        last = at
-        if row < len(lines):
-            mask[row] = True
+    mask[np.searchsorted(starts, hits, side="right") - 1] = True
     return mask
 
 
