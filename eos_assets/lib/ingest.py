@@ -222,3 +222,6 @@ def _read(
         raise raised_in(text) or EosError(
             f"a Spark task of the ingest failed ({first[:200]}): see the Spark log above"
         ) from None
+    finally:
+        # The description is a property of the thread: later jobs of the run must not carry it.
+        sc.setLocalProperty("spark.job.description", None)  # pyright: ignore[reportArgumentType]

@@ -78,6 +78,8 @@ def test_committed_once_aborted_never_and_rerun_adds_nothing(
     assert set(got) == committed_truth(sent)
     assert outcome.records == 105 and outcome.malformed == 0
     assert outcome.version == 1
+    # The ingest's job description does not stick to the later jobs of the run.
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
 
     again = run(spark, table, kafka_bootstrap, topic)
     assert again.version is None and again.records == 0
