@@ -174,8 +174,9 @@ def read_range_to_file(
         target,
         filesystem=fs,
         compression="snappy",
-        use_dictionary=_DICTIONARY,
-        write_statistics=_STATISTICS,
+        # Both take a list of columns (pyarrow's documentation); its stubs say only bool.
+        use_dictionary=_DICTIONARY,  # pyright: ignore[reportArgumentType]
+        write_statistics=_STATISTICS,  # pyright: ignore[reportArgumentType]
     )
     size = fs.get_file_info(target).size or 0
     error = table.column("error")
