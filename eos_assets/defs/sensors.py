@@ -5,12 +5,14 @@ last stable offsets, never from Kafka group offsets. Each tick records it as an 
 bronze/raw_events (the asset's Plots tab charts it), keeps a window of samples in the cursor
 for a Burrow-style status, and launches ``ingest_and_refresh`` (the ingest, then everything
 downstream of bronze in the same run and SparkSession) when the lag or the age of the oldest
-pending record crosses its limit (``lib.limits``).
+pending record crosses its limit (``lib.limits``). A run for a small backlog gets a driver JVM
+started for a short run (its run config and the ``eos/driver_jit`` tag say so).
 """
 
 import time
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.gold import SERVING_KPI
@@ -20,10 +22,14 @@ from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
 from eos_assets.lib.limits import Limits
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import quick_start_run_config
 
 LAG_SENSOR = "ingest_on_kafka_lag"
 # Seconds between ticks: how long new records can wait before the sensor sees them.
 LAG_TICK_S = 10
+# A run for at most this many offsets starts its driver JVM for a short run (C1 only,
+# ``spark_env.QUICK_START_JIT``); a larger backlog gets the default JIT, which pays off on it.
+QUICK_START_MAX_OFFSETS = 250_000
 _ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -113,7 +119,10 @@ def _stream_selection(
     "EOS_LAG_MAX_AGE_S.",
 )
 def ingest_on_kafka_lag(
-    context: dg.SensorEvaluationContext, kafka: KafkaResource, lake: LakeResource
+    context: dg.SensorEvaluationContext,
+    kafka: KafkaResource,
+    lake: LakeResource,
+    pyspark: LazyPySparkResource,
 ) -> dg.SensorResult:
     """Launch an ingest when bronze is too far behind; skip with the reason otherwise.
 
@@ -163,9 +172,15 @@ def ingest_on_kafka_lag(
         else:
             history.requested = key
             assets, checks = _stream_selection(context)
+            quick = total <= QUICK_START_MAX_OFFSETS
             request = dg.RunRequest(
                 run_key=key,
-                tags={"eos/trigger": "lag", "eos/lag_total": str(total)},
+                run_config=quick_start_run_config(pyspark) if quick else {},
+                tags={
+                    "eos/trigger": "lag",
+                    "eos/lag_total": str(total),
+                    "eos/driver_jit": "c1" if quick else "default",
+                },
                 asset_selection=assets,
                 asset_check_keys=checks,
             )

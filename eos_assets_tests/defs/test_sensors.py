@@ -11,6 +11,7 @@ from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializa
 from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
 
+from eos_assets.defs import sensors
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE_KEY
 from eos_assets.defs.gold import SERVING_KPI
@@ -19,8 +20,11 @@ from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
 from eos_assets.lib.burrow import LagHistory
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.spark_env import QUICK_START_JIT
+from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets.settings import Settings
 from eos_assets_tests.lib.test_ingest import batch
 from eos_assets_tests.txn_producer import send_transaction
 
@@ -29,7 +33,8 @@ class Ticker:
     """Evaluates the sensor the way the daemon does: one tick at a time, cursor carried over."""
 
     def __init__(self, kafka: KafkaResource, lake: LakeResource) -> None:
-        self.resources = {"kafka": kafka, "lake": lake}
+        pyspark = build_resources(Settings.from_env())["pyspark"]
+        self.resources = {"kafka": kafka, "lake": lake, "pyspark": pyspark}
         self.instance = dg.DagsterInstance.ephemeral()
         self.cursor: str | None = None
 
@@ -44,6 +49,12 @@ class Ticker:
         assert isinstance(result, dg.SensorResult)
         self.cursor = result.cursor
         return result
+
+
+def stream_job_def() -> dg.JobDefinition:
+    from eos_assets.definitions import defs
+
+    return defs.resolve_job_def(stream_job.name)
 
 
 def observed(result: dg.SensorResult) -> dict:
@@ -78,6 +89,11 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     # The run names the job's assets and checks (see test_automation.py for why).
     assert {SERVING_KPI, RAW_EVENTS} <= set(request.asset_selection or [])
     assert EVENT_ID_UNIQUE_KEY in (request.asset_check_keys or [])
+    # A small backlog: the run's driver JVM starts for a short run, in a config the job takes.
+    assert request.tags["eos/driver_jit"] == "c1"
+    assert dg.validate_run_config(stream_job_def(), request.run_config)
+    java = request.run_config["resources"]["pyspark"]["config"]["spark_config"]
+    assert QUICK_START_JIT in java["spark.driver.extraJavaOptions"].split()
     m = observed(first)
     assert m["lag_total"] == 33  # 30 records and one commit marker per partition
     assert m[f"lag {topic}[0]"] == 11 and m["decision"].startswith("lag 33 offsets reached")
@@ -89,9 +105,12 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
 
     bronze_uri, client = lake.table_uri(*RAW_EVENTS.path), {"bootstrap.servers": kafka_bootstrap}
     ingest_bronze(spark, bronze_uri, [topic], client, IngestOptions(max_records=12))
+    monkeypatch.setattr(sensors, "QUICK_START_MAX_OFFSETS", 20)
     rest = ticker.tick()  # a capped run left a backlog: the same ends, new starts, a new run
     (capped,) = rest.run_requests or []
     assert capped.run_key != request.run_key and observed(rest)["lag_total"] == 21
+    # Past the quick-start size the run keeps the resource's settings and the default JIT.
+    assert capped.tags["eos/driver_jit"] == "default" and not capped.run_config
 
     ingest_bronze(spark, bronze_uri, [topic], client)
     idle = ticker.tick()

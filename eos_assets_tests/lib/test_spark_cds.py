@@ -13,7 +13,8 @@ import sys
 from pyspark.sql import SparkSession
 from eos_assets.lib.spark_env import spark_config, use_this_python
 use_this_python()
-config = spark_config("local[1]", app_name="eos_cds_test", class_archive=sys.argv[2] == "on")
+on = sys.argv[2] == "on"
+config = spark_config("local[1]", app_name="eos_cds_test", class_archive=on, quick_start=on)
 config["spark.ui.enabled"] = "false"
 config["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={sys.argv[1]}"
 builder = SparkSession.builder
@@ -62,9 +63,11 @@ def test_a_fresh_driver_maps_spark_classes_from_the_archive_and_without_it_loads
     from_archive = from_files.count("shared objects file (top)")
     assert from_archive > 0.95 * len(from_files), f"{from_archive} of {len(from_files)}"
 
-    # The driver compiles with C1 only (spark_env._DRIVER_JIT), archive or not.
+    # A driver for a short run compiles with C1 only (spark_env.QUICK_START_JIT); any other
+    # keeps the default tiered JIT (level 4, C2).
     assert (tmp_path / "classes-on.log.jit").read_text() == "1"
 
     loaded = _sources(tmp_path, "off")
+    assert (tmp_path / "classes-off.log.jit").read_text() == "4"
     assert "shared objects file" not in loaded["org.apache.spark.SparkContext"]
     assert not any("(top)" in source for source in loaded.values())
