@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping
 from pathlib import Path
+from statistics import median
 
 from pyspark.sql import SparkSession
 
@@ -40,6 +41,11 @@ def ingest_stage(
     alo = max((p for p in passes if p.kind == "alo"), key=lambda p: p.rate)
     ratio = eos.rate / top.rate if top.rate else None
     overhead = 1 - eos.rate / alo.rate if alo.rate else None
+    # The ceiling itself varies from round to round (up to 1.9x seen on one machine): each
+    # round's exactly-once pass against that round's ceiling shows how much of the best-of
+    # ratio is the luck of the draw.
+    eos_passes = [p for p in passes if p.kind == "eos"]
+    rounds = [e.rate / c.rate for e, c in zip(eos_passes, tops, strict=True) if c.rate]
     data = {
         "ceiling": [{**vars(p), "rate": p.rate} for p in tops],
         "passes": [{**vars(p), "rate": p.rate} for p in passes],
@@ -54,7 +60,9 @@ def ingest_stage(
             "ingest", "exactly-once ingest / ceiling", ratio, "x", f">= {INGEST_TARGET}",
             at_least(ratio, INGEST_TARGET),
             f"{eos.rate:,.0f} records/s ({eos.records:,} in {eos.seconds:.1f}s, best of "
-            f"{len(passes) // 2}, after one warm-up pass)",
+            f"{len(passes) // 2}, after one warm-up pass); round by round "
+            + ", ".join(f"{r:.2f}" for r in rounds) + f", median {median(rounds or [0.0]):.2f}",
+            data={"round_ratios": rounds},
         ),
         Measurement(
             "ingest", "exactly-once overhead vs at-least-once", overhead, "",
