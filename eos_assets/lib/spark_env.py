@@ -14,7 +14,8 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 # had little time left to pay off: in the freshness stage of the bench (one run each, idle
 # machine) runs took 16-24 s instead of 24-36 s and p95 went from 48.5 s to 36.4 s. Large work
 # needs C2: with C1 only in every session, a full bench built the derived assets at 5M events
-# in 197 s, against 148 s in the table before (BENCHMARKS.md). So it is a per-run choice.
+# in 197 s, against 118 s with the default JIT on the same day (BENCHMARKS.md). So it is a
+# per-run choice.
 QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
 
 
@@ -53,19 +54,17 @@ def use_this_python() -> None:
 
 
 def spark_config(
-    master: str, app_name: str = "eos_assets", class_archive: bool = True, quick_start: bool = False
+    master: str, app_name: str = "eos_assets", class_archive: bool = True
 ) -> dict[str, str]:
     """Spark settings shared by every session of the product.
 
     Executors run ``PYSPARK_PYTHON`` when set, else the Python of this process (on a cluster:
     the same path on every executor, with the same packages). With ``class_archive`` the driver
-    JVM maps this install's class archive when it has one (``spark_cds``); with
-    ``quick_start`` it compiles with C1 only (``QUICK_START_JIT``), for a short run.
+    JVM maps this install's class archive when it has one (``spark_cds``). A short run adds
+    ``QUICK_START_JIT`` through its run config (``resources.spark.quick_start_run_config``).
     """
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     driver_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}"
-    if quick_start:
-        driver_options += f" {QUICK_START_JIT}"
     if class_archive and (archive := spark_cds.driver_java_options()):
         driver_options += f" {archive}"
     config = {

@@ -11,10 +11,15 @@ from eos_assets.lib.spark_env import spark_config
 _DRIVER = """
 import sys
 from pyspark.sql import SparkSession
+from dagster_pyspark import LazyPySparkResource
 from eos_assets.lib.spark_env import spark_config, use_this_python
+from eos_assets.resources.spark import quick_start_run_config
 use_this_python()
 on = sys.argv[2] == "on"
-config = spark_config("local[1]", app_name="eos_cds_test", class_archive=on, quick_start=on)
+config = spark_config("local[1]", app_name="eos_cds_test", class_archive=on)
+if on:  # the settings the lag sensor gives a short run
+    run_config = quick_start_run_config(LazyPySparkResource(spark_config=config))
+    config = run_config["resources"]["pyspark"]["config"]["spark_config"]
 config["spark.ui.enabled"] = "false"
 config["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={sys.argv[1]}"
 builder = SparkSession.builder
@@ -63,8 +68,8 @@ def test_a_fresh_driver_maps_spark_classes_from_the_archive_and_without_it_loads
     from_archive = from_files.count("shared objects file (top)")
     assert from_archive > 0.95 * len(from_files), f"{from_archive} of {len(from_files)}"
 
-    # A driver for a short run compiles with C1 only (spark_env.QUICK_START_JIT); any other
-    # keeps the default tiered JIT (level 4, C2).
+    # A driver started with a short run's config compiles with C1 only
+    # (spark_env.QUICK_START_JIT); any other keeps the default tiered JIT (level 4, C2).
     assert (tmp_path / "classes-on.log.jit").read_text() == "1"
 
     loaded = _sources(tmp_path, "off")
