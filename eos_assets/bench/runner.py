@@ -9,7 +9,7 @@ from pathlib import Path
 from eos_assets.bench import memory, stages
 from eos_assets.bench.freshness import freshness_stage
 from eos_assets.bench.lake import BRONZE, DERIVED, UNCAPPED, BenchLake, RunTimes, start_spark
-from eos_assets.bench.machine import machine_info
+from eos_assets.bench.machine import machine_info, wait_until_idle
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import Stream, bench_kafka
@@ -28,8 +28,16 @@ def run_bench(options: BenchOptions) -> BenchReport:
     work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with bench_kafka(work) as (bootstrap, client):
-            _stages(options, report, work, bootstrap, client)
+        if options.only != ("freshness",):
+            with bench_kafka(work) as (bootstrap, client, broker_pid):
+                _measured(options, report, work, bootstrap, client, broker_pid)
+        if options.runs("freshness"):
+            # A broker of its own (unless EOS_KAFKA_BOOTSTRAP is set): the embedded broker
+            # rewrites its whole state after writes, and with the 6M records of the stages
+            # above that work would compete with the runs under measure.
+            with bench_kafka(work / "freshness") as (bootstrap, client, _):
+                for line in freshness_stage(bootstrap, client, work / "freshness", options):
+                    report.add(line)
     finally:
         if not options.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -44,27 +52,23 @@ def run_bench(options: BenchOptions) -> BenchReport:
     return report
 
 
-def _stages(
-    options: BenchOptions, report: BenchReport, work: Path, bootstrap: str, client: dict
-) -> None:
-    o = options
-    if o.only != ("freshness",):
-        _measured(o, report, work, bootstrap, client)
-    if o.runs("freshness"):
-        for line in freshness_stage(bootstrap, client, work / "freshness", o):
-            report.add(line)
-
-
 def _measured(
-    o: BenchOptions, report: BenchReport, work: Path, bootstrap: str, client: dict
+    o: BenchOptions,
+    report: BenchReport,
+    work: Path,
+    bootstrap: str,
+    client: dict,
+    broker_pid: int | None,
 ) -> None:
     spark = start_spark(o.master)
     slots = spark.sparkContext.defaultParallelism
     small = Stream(bootstrap, client, work, "main", o.producers)
-    _produced(report, small, o.events)
+    _produced(report, small, o.events, broker_pid)
     ceiling: float | None = None
     if o.runs("ingest"):
-        lines = stages.ingest_stage(spark, client, small.topic, work / "ingest", o.repeats)
+        lines = stages.ingest_stage(
+            spark, client, small.topic, work / "ingest", o.repeats, broker_pid
+        )
         for line in lines:
             report.add(line)
         ceiling = lines[0].value
@@ -84,11 +88,11 @@ def _measured(
         report.add(stages.peer_line(l1, first, slots))
     inc_small: RunTimes | None = None
     if o.runs("incremental"):
-        _produced(report, small, o.batch)
+        _produced(report, small, o.batch, broker_pid)
         inc_small = l1.materialize([*BRONZE, *DERIVED])
     if o.runs("incremental") or o.runs("memory") or o.runs("checks"):
         big = Stream(bootstrap, client, work, "big", o.producers)
-        _produced(report, big, o.big)
+        _produced(report, big, o.big, broker_pid)
         l5 = BenchLake(work / "lake-big", bootstrap, big.topic, o.master)
         if probe_small is not None:
             probe_big = memory.probe(bootstrap, big.topic, l5.root, o.master, _memory_cap(o))
@@ -109,11 +113,12 @@ def _measured(
             )
         )
         if inc_small is not None:
-            _produced(report, big, o.batch)
+            _produced(report, big, o.batch, broker_pid)
             inc_big = l5.materialize([*BRONZE, *DERIVED])
             sizes = f"{big.produced - o.batch:,} vs {small.produced - o.batch:,} events"
             report.add(stages.increment_line(inc_small, inc_big, o.batch, sizes))
         if o.runs("checks"):
+            wait_until_idle(broker_pid)
             for line in stages.checks_stage(l5, big.produced):
                 report.add(line)
 
@@ -124,8 +129,11 @@ def _memory_cap(o: BenchOptions) -> int:
     return max(1, o.events // 2)
 
 
-def _produced(report: BenchReport, stream: Stream, count: int) -> None:
+def _produced(report: BenchReport, stream: Stream, count: int, broker_pid: int | None) -> None:
+    """Produce ``count`` more events, report the rate, and wait until the broker is idle
+    (``machine.wait_until_idle``), so that the next measurement has the machine to itself."""
     rate = stream.extend(count)
+    wait_until_idle(broker_pid)
     report.add(
         Measurement(
             "data",

@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 
 from eos_assets.bench import ingest, peer
 from eos_assets.bench.lake import BenchLake, RunTimes, run_checks
+from eos_assets.bench.machine import wait_until_idle
 from eos_assets.bench.memory import ProbeResult
 from eos_assets.bench.report import Measurement, at_least, at_most
 
@@ -21,21 +22,33 @@ SCHEDULED = ("fresh_within_max_age", "matches_kafka_log")
 
 
 def ingest_stage(
-    spark: SparkSession, client: Mapping[str, str], topic: str, work: Path, repeats: int
+    spark: SparkSession,
+    client: Mapping[str, str],
+    topic: str,
+    work: Path,
+    repeats: int,
+    broker_pid: int | None = None,
 ) -> list[Measurement]:
-    """Ceiling, exactly-once and at-least-once passes over the same topic."""
+    """Ceiling, exactly-once and at-least-once passes over the same topic.
+
+    Every pass starts once the embedded broker (``broker_pid``) is idle, so that none of them
+    shares the machine with the broker's rewrite of its state after an earlier pass's commit.
+    """
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).count()  # start the Python workers
     # One uncounted pass of each first: the JVM's JIT and the page cache warm up on it.
     ingest.alternate(spark, client, topic, work / "warm-up", 1)
     # Rounds of ceiling, exactly-once and at-least-once, in turn, so that a change of the
     # machine's load hits all three; the best pass of each counts.
-    tops, passes = [], []
+    tops, passes, waited = [], [], []
     for i in range(repeats):
+        waited.append(wait_until_idle(broker_pid))
         tops.append(ingest.ceiling(client, topic, slots))
         for kind in ("eos", "alo") if i % 2 == 0 else ("alo", "eos"):
             run = ingest.exactly_once if kind == "eos" else ingest.at_least_once
+            waited.append(wait_until_idle(broker_pid))
             passes.append(run(spark, client, topic, work / f"{kind}-{i}"))
+    wait_until_idle(broker_pid)  # the next stage does not start under the last pass's commit
     top = max(tops, key=lambda p: p.rate)
     eos = max((p for p in passes if p.kind == "eos"), key=lambda p: p.rate)
     alo = max((p for p in passes if p.kind == "alo"), key=lambda p: p.rate)
@@ -49,6 +62,7 @@ def ingest_stage(
     data = {
         "ceiling": [{**vars(p), "rate": p.rate} for p in tops],
         "passes": [{**vars(p), "rate": p.rate} for p in passes],
+        "broker_idle_waits_s": [round(w, 1) for w in waited],
     }
     return [
         Measurement(

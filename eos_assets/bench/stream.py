@@ -24,9 +24,10 @@ DUPLICATE_RATIO, LATE_RATIO, MALFORMED_RATIO = 0.02, 0.01, 0.01
 
 
 @contextlib.contextmanager
-def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """Bootstrap servers and client config (``bootstrap.servers`` and any ``EOS_KAFKA_*``
-    property): ``EOS_KAFKA_BOOTSTRAP``, or a broker of its own.
+def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str], int | None]]:
+    """Bootstrap servers, client config (``bootstrap.servers`` and any ``EOS_KAFKA_*``
+    property) and the embedded broker's pid: ``EOS_KAFKA_BOOTSTRAP`` (no pid), or a broker of
+    its own.
 
     The embedded broker keeps its data under ``work`` and is stopped (SIGTERM) at the end.
     """
@@ -34,11 +35,15 @@ def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str]]]:
     client = dict(settings.kafka_client)
     if settings.kafka_bootstrap:
         broker.check_reachable(settings.kafka_bootstrap, client)
-        yield settings.kafka_bootstrap, {**client, "bootstrap.servers": settings.kafka_bootstrap}
+        yield (
+            settings.kafka_bootstrap,
+            {**client, "bootstrap.servers": settings.kafka_bootstrap},
+            None,
+        )
         return
     info = broker.start_broker(work / "kafka")
     try:
-        yield info.bootstrap, {**client, "bootstrap.servers": info.bootstrap}
+        yield info.bootstrap, {**client, "bootstrap.servers": info.bootstrap}, info.pid
     finally:
         broker.stop_broker(info)
 
