@@ -5,9 +5,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Java parts from Maven Central, one folder per pom of deploy/maven/ (never committed).
+JARS := .jars
+JAR_STAMPS := $(JARS)/kafka/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install demo test lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: install jars java maven demo test lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -15,9 +18,33 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) jars
 
-preflight: $(STAMP)
+# Java 17 runs the broker and Spark; it is checked, not installed (pick your own JDK).
+java:
+	@command -v java >/dev/null || { echo "error: Java is missing: install a Java 17 runtime (Debian: apt-get install openjdk-17-jdk-headless) or put it on PATH"; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  [ "$${v:-0}" -ge 17 ] || { echo "error: Java $$v found, 17 or newer needed: install openjdk-17-jdk-headless or set PATH"; exit 1; }
+
+# Maven fetches the jars at install. Installed from Debian when missing and we are root.
+maven:
+	@command -v mvn >/dev/null || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "error: Maven is missing: run 'sudo apt-get update && sudo apt-get install -y maven'"; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+
+# Once per install (and again when a pom changes): the jars of one pom and their runtime
+# dependencies, copied into $(JARS)/<name>.
+$(JARS)/%/.installed: deploy/maven/%/pom.xml | java maven
+	@rm -rf $(JARS)/$*
+	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(JARS)/$* \
+	  || { echo "error: Maven could not fetch the jars of $<: check that Maven Central is reachable"; exit 1; }
+	@touch $@
+
+jars: $(JAR_STAMPS)
+
+preflight: $(STAMP) jars
 	@$(BIN)/python -m eos_assets.preflight
 
 # Once per install (about a minute): the classes the Spark driver loads, written to an archive
@@ -65,7 +92,7 @@ ui: spark-archive
 bench: spark-archive
 	$(BIN)/eos-assets bench
 
-broker-up: $(STAMP)
+broker-up: $(STAMP) jars
 	$(BIN)/eos-assets broker up
 
 broker-down: $(STAMP)

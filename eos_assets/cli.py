@@ -68,9 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     prod.add_argument("--abort-ratio", type=float, default=0.0, help="aborted transactions")
     prod.add_argument("--malformed-ratio", type=float, default=0.0, help="broken records")
     prod.add_argument("--start-time", type=_timestamp, default=None, help="ISO 8601, UTC")
-    prod.add_argument("--transactional-id-prefix", default=defaults.transactional_id_prefix)
     prod.add_argument(
-        "--transactional-id", default=None, help="exact id: a restart fences the previous run"
+        "--transactional-id",
+        default=None,
+        help="producer identity (default eos-producer-TOPIC): a restart fences the previous run",
+    )
+    prod.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        default=defaults.transaction_timeout_ms,
+        help="the broker aborts a transaction left open this long",
     )
     prod.add_argument("--manifest", type=Path, default=None, help="JSON lines, one per record")
     prod.set_defaults(handler=cmd_produce)
@@ -162,8 +169,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
         abort_ratio=args.abort_ratio,
         malformed_ratio=args.malformed_ratio,
         start_time=args.start_time,
-        transactional_id_prefix=args.transactional_id_prefix,
         transactional_id=args.transactional_id,
+        transaction_timeout_ms=args.transaction_timeout_ms,
     )
     options.validate()  # before looking for a broker: a typo should not wait on the network
     manifest = args.manifest
@@ -172,7 +179,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         manifest = Path(settings.state_dir) / "manifests" / f"{args.topic}-{stamp}.jsonl"
     bootstrap = settings.bootstrap()
     # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
-    # aborted: the embedded broker never times one out, and it would block readers for good.
+    # aborted at once instead of holding readers back until the broker's transaction timeout.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         s = produce(bootstrap, options, manifest, dict(settings.kafka_client))

@@ -5,7 +5,7 @@ import socket
 import sys
 
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.spark_env import require_java
+from eos_assets.lib.java import require_java
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -85,8 +85,6 @@ def read_committed(
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
-                # The embedded broker may answer one fetch with the whole rest of a partition.
-                "receive.message.max.bytes": 500_000_000,
                 "logger": _quiet,
             }
         )

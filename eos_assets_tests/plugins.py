@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from eos_assets.lib.spark_env import require_java, spark_config, use_this_python
+from eos_assets.lib.java import require_java
+from eos_assets.lib.spark_env import spark_config, use_this_python
 
 
 @pytest.fixture(scope="session")

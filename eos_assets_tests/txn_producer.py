@@ -24,8 +24,7 @@ def send_transaction(
 ) -> Sent:
     """Send ``(partition, key, value)`` messages in one transaction, commit or abort it.
 
-    Every call uses a new ``transactional.id``: the embedded broker mis-reports an earlier
-    abort of the same producer id to readers that start mid-partition.
+    Every call is a producer of its own, under a new ``transactional.id``.
     """
     producer = Producer(
         {

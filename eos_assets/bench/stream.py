@@ -119,7 +119,7 @@ def _produce_part(job: tuple[str, dict[str, str], str, int, datetime, int, Path]
         start_time=start,
         transaction_size=1000,
         late_by=timedelta(minutes=30),
-        transactional_id_prefix=f"bench-{os.getpid()}",
+        transactional_id=f"bench-{topic}-{os.getpid()}",
         duplicate_ratio=DUPLICATE_RATIO,
         late_ratio=LATE_RATIO,
         malformed_ratio=MALFORMED_RATIO,

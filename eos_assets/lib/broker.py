@@ -1,34 +1,67 @@
-"""The embedded Kafka broker (noida-db) for the demo and the tests.
+"""The embedded Kafka broker: Apache Kafka in KRaft mode, one node, from the installed jars.
 
 The product needs only "a Kafka broker at this address"; this module starts one locally when
-none is configured and records its address under the state folder.
+none is configured (``EOS_KAFKA_BOOTSTRAP`` unset) and records its address under the state
+folder. It is a real Apache Kafka (``kafka.Kafka``, combined broker and controller) with the
+one-node settings below; its data folder survives ``down``/``up``.
 """
 
 import contextlib
-import importlib.util
+import fcntl
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
 import time
+import uuid
+from base64 import urlsafe_b64encode
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from eos_assets.lib.errors import BrokerError
+from eos_assets.lib import jars
+from eos_assets.lib.errors import BrokerError, EosError
+from eos_assets.lib.java import require_java
 
 # The probes work with any broker, so they live in kafka_admin; re-exported for one import.
 from eos_assets.lib.kafka_admin import check_reachable as check_reachable
 from eos_assets.lib.kafka_admin import ensure_topic as ensure_topic
-from eos_assets.lib.kafka_admin import probe
+from eos_assets.lib.kafka_admin import probe_transactions
 from eos_assets.lib.kafka_admin import wait_ready as wait_ready
 
 log = logging.getLogger(__name__)
 
-_ADDRESS = re.compile(r"^\s*kafka\s+(\S+:\d+)\s*$", re.MULTILINE)
-_LOG_NAME = "noida.log"
+MAIN_CLASS = "kafka.Kafka"
+_LOG_NAME = "server.log"
+_OUT_NAME = "broker.out"
+_STARTED = "Kafka Server started"
+# A small heap: one node serving one laptop's streams. Kafka's own start script uses 1 GiB.
+HEAP = "-Xmx512m"
+# Settings of a one-node cluster: nothing can be replicated, so every internal topic has one
+# replica and accepts writes with one in sync. Fewer partitions for the internal topics than
+# Kafka's 50: a laptop has a few groups and producers, and each partition costs start time.
+ONE_NODE = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "min.insync.replicas": "1",
+    "default.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # Expired transactions (a producer that died inside one) are aborted within seconds of
+    # their timeout instead of up to 10 s later (Kafka's default interval).
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+}
 # Children started by this process: reaped with Popen.wait so no zombie or ResourceWarning remains.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -42,68 +75,83 @@ class BrokerInfo:
     data_dir: str
 
 
-def start_broker(data_dir: Path, port: int = 0, timeout: float = 30.0) -> BrokerInfo:
-    """Start an embedded broker storing its data in ``data_dir`` and wait until it answers.
+def start_broker(
+    data_dir: Path,
+    port: int = 0,
+    timeout: float = 90.0,
+    overrides: Mapping[str, str] | None = None,
+) -> BrokerInfo:
+    """Start Apache Kafka with its data in ``data_dir``; return once transactions work.
+
+    The first start formats the storage with a new cluster id (kept in ``data_dir``); a later
+    start reuses the data, the cluster id and the ports of the previous one.
 
     Args:
-        data_dir: folder of the broker's data and of its log file ``noida.log``.
-        port: Kafka port on 127.0.0.1; 0 picks a free one.
-        timeout: seconds to wait for the broker to answer a metadata request.
+        data_dir: folder of the broker's log segments, settings, cluster id and log files.
+        port: Kafka port on 127.0.0.1; 0 reuses the previous start's port or picks a free one.
+        timeout: seconds to wait until a transactional producer and a read_committed consumer
+            both work.
+        overrides: extra broker properties (``server.properties`` names), e.g. shorter
+            timeouts in tests.
 
     Raises:
-        BrokerError: the port is busy, the process exits early, or it never answers.
+        BrokerError: Java or the jars are missing, the port is busy, the process exits early,
+            or it never becomes ready.
     """
-    busy = BrokerError(
-        f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another port with --port"
-    )
-    if port and not _port_free(port):
-        raise busy
+    java = _java()
+    classpath = _classpath()
     data_dir = data_dir.resolve()  # recorded in the state file: must not depend on the cwd
     data_dir.mkdir(parents=True, exist_ok=True)
-    log_path = data_dir / _LOG_NAME
-    command = [str(_binary()), "start", "--data-dir", str(data_dir), "--host", "127.0.0.1"]
-    command += ["--only", "kafka", "--kafka-port", str(port)]
+    _refuse_if_locked(data_dir)
+    kafka_port, controller_port = _ports(data_dir, port)
+    properties = data_dir / "server.properties"
+    _write_properties(properties, data_dir, kafka_port, controller_port, overrides or {})
+    log4j = _write_log4j(data_dir)
+    if not (data_dir / "logs" / "meta.properties").exists():
+        _format(java, classpath, data_dir, properties)
+    command = [
+        java, HEAP, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
+        f"-Dkafka.logs.dir={data_dir}", "-cp", classpath, MAIN_CLASS, str(properties),
+    ]  # fmt: skip
+    out_path = data_dir / _OUT_NAME
     # A file, not a pipe: nobody drains a pipe after startup and a full pipe would block it.
-    # Its own session, so SIGTERM to the group reaches every process it may spawn.
-    with log_path.open("wb") as out:
+    # Its own session, so a signal to the group reaches the JVM and nothing else of ours.
+    with out_path.open("wb") as out:
         proc = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, cwd=data_dir,
         )  # fmt: skip
     _CHILDREN[proc.pid] = proc
-    deadline = time.monotonic() + timeout
-    bootstrap = None
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _CHILDREN.pop(proc.pid, None)
-            reason = _last_line(log_path)
-            if port and "already in use" in reason:
-                raise busy  # taken between our check and its bind
-            raise BrokerError(f"embedded Kafka broker exited at start: {reason}")
-        if bootstrap is None:
-            match = _ADDRESS.search(log_path.read_text(errors="replace"))
-            bootstrap = match.group(1) if match else None
-        if bootstrap is not None and probe(bootstrap, {}, 1.0):
-            return BrokerInfo(bootstrap=bootstrap, pid=proc.pid, data_dir=str(data_dir))
-        time.sleep(0.05)
-    stop_broker(BrokerInfo(bootstrap or "", proc.pid, str(data_dir)))
-    raise BrokerError(f"embedded Kafka broker did not answer within {timeout:g}s: see {log_path}")
+    info = BrokerInfo(bootstrap=f"127.0.0.1:{kafka_port}", pid=proc.pid, data_dir=str(data_dir))
+    try:
+        _wait_started(proc, data_dir, kafka_port, timeout)
+        probe_transactions(info.bootstrap, timeout)
+    except BaseException:
+        stop_broker(info, timeout=10.0)
+        raise
+    return info
 
 
 def stop_broker(info: BrokerInfo, timeout: float = 60.0) -> None:
-    """Stop a broker with SIGTERM to its process group and wait until it has exited.
+    """Stop a broker with a controlled shutdown (SIGTERM) and wait until it has exited.
 
-    SIGTERM lets it write its data file, which takes seconds for a large store (measured:
-    4.5 s for 400k records); only when it is still alive after ``timeout`` seconds is it
-    killed with SIGKILL (logged as a warning, since its last writes may be lost).
+    Only when it is still alive after ``timeout`` seconds is it killed with SIGKILL (logged as
+    a warning: its next start then recovers its logs, which takes longer).
     """
     if not _alive(info.pid):
+        _CHILDREN.pop(info.pid, None)
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(info.pid, signal.SIGTERM)
     if _wait_exit(info.pid, timeout):
         return
     log.warning("broker pid %s ignored SIGTERM for %ss: sending SIGKILL", info.pid, timeout)
+    kill_broker(info)
+
+
+def kill_broker(info: BrokerInfo) -> None:
+    """Kill a broker with SIGKILL at once, as a crash would, and wait until it has exited."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(info.pid, signal.SIGKILL)
     _wait_exit(info.pid, 10.0)
@@ -131,7 +179,11 @@ def broker_status(state_dir: Path) -> BrokerInfo | None:
     info = read_state(state_dir)
     if info is None or not _is_broker(info.pid):
         return None
-    return info if probe(info.bootstrap, {}, 2.0) else None
+    try:
+        check_reachable(info.bootstrap, {}, timeout=5.0)
+    except BrokerError:
+        return None
+    return info
 
 
 def up(state_dir: Path, port: int = 0) -> BrokerInfo:
@@ -172,12 +224,159 @@ def embedded_bootstrap(state_dir: Path) -> str:
     return info.bootstrap
 
 
-def _binary() -> Path:
-    spec = importlib.util.find_spec("noida_db")
-    if spec is None or spec.origin is None:
-        raise BrokerError("noida-db is not installed: run `pip install noida-db==0.2.3`")
-    # The binary itself, not the Python wrapper: SIGTERM to the wrapper orphans the broker.
-    return Path(spec.origin).parent / "noida-db"
+def cluster_id(data_dir: Path) -> str:
+    """Return the cluster id of the broker of ``data_dir``, made on first use and then kept."""
+    path = data_dir / "cluster.id"
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text().strip()
+    # Kafka's form: 16 random bytes, URL-safe base64 without padding (not starting with '-').
+    while (made := urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    path.write_text(made)
+    return made
+
+
+def _java() -> str:
+    try:
+        return require_java("the embedded Kafka broker")
+    except EosError as exc:
+        raise BrokerError(str(exc)) from exc
+
+
+def _classpath() -> str:
+    try:
+        return jars.classpath("kafka")
+    except EosError as exc:
+        raise BrokerError(str(exc)) from exc
+
+
+def _refuse_if_locked(data_dir: Path) -> None:
+    """Fail before touching anything when a running broker holds the data folder's lock."""
+    lock = data_dir / "logs" / ".lock"
+    if not lock.exists():
+        return
+    with lock.open("rb+") as handle:
+        try:
+            # The JVM locks with fcntl record locks (FileChannel.tryLock), as lockf does.
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise BrokerError(
+                f"a Kafka broker is already running on {data_dir}: stop it "
+                "(`eos-assets broker down`) or use another folder"
+            ) from None
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+
+
+def _ports(data_dir: Path, port: int) -> tuple[int, int]:
+    """The Kafka and controller ports: the given or previous ones when free, else new ones."""
+    saved = data_dir / "ports.json"
+    previous: dict[str, int] = {}
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        previous = json.loads(saved.read_text())
+    if port and not _port_free(port):
+        raise BrokerError(
+            f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another port "
+            "with --port"
+        )
+    kafka = port or _reuse_or_pick(previous.get("kafka"))
+    controller = _reuse_or_pick(previous.get("controller"), avoid=kafka)
+    saved.write_text(json.dumps({"kafka": kafka, "controller": controller}))
+    return kafka, controller
+
+
+def _reuse_or_pick(port: int | None, avoid: int = 0) -> int:
+    if port and port != avoid and _port_free(port):
+        return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            picked = sock.getsockname()[1]
+        if picked != avoid:
+            return picked
+
+
+def _write_properties(
+    path: Path, data_dir: Path, port: int, controller: int, overrides: Mapping[str, str]
+) -> None:
+    properties = {
+        **ONE_NODE,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+        "log.dirs": str(data_dir / "logs"),
+        **overrides,
+    }
+    lines = ["# Written by eos-assets at every start; edit ONE_NODE in lib/broker.py instead."]
+    lines += [f"{name}={value}" for name, value in properties.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _write_log4j(data_dir: Path) -> Path:
+    """Kafka's log to ``server.log`` in the data folder at INFO, the rest of the JVM at WARN."""
+    path = data_dir / "log4j2.properties"
+    path.write_text(
+        "\n".join(
+            [
+                "status = warn",
+                "appender.file.type = File",
+                "appender.file.name = file",
+                f"appender.file.fileName = {data_dir / _LOG_NAME}",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = warn",
+                "rootLogger.appenderRef.file.ref = file",
+                "logger.kafka.name = kafka",
+                "logger.kafka.level = info",
+                "logger.server.name = org.apache.kafka.server",
+                "logger.server.level = info",
+            ]
+        )
+        + "\n"
+    )
+    return path
+
+
+def _format(java: str, classpath: str, data_dir: Path, properties: Path) -> None:
+    """Format the storage of a new one-node cluster (KRaft, standalone controller)."""
+    command = [
+        java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
+        "-t", cluster_id(data_dir), "-c", str(properties),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        raise BrokerError(f"cannot format the broker's storage in {data_dir}: {lines[-1]}")
+
+
+def _wait_started(proc: subprocess.Popen[bytes], data_dir: Path, port: int, timeout: float) -> None:
+    log_path = data_dir / _LOG_NAME
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _CHILDREN.pop(proc.pid, None)
+            reason = _failure(data_dir)
+            if "Address already in use" in reason:
+                raise BrokerError(
+                    f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another "
+                    "port with --port"
+                )
+            raise BrokerError(f"embedded Kafka broker exited at start: {reason}")
+        with contextlib.suppress(FileNotFoundError):
+            if _STARTED in log_path.read_text(errors="replace"):
+                return
+        time.sleep(0.1)
+    raise BrokerError(f"embedded Kafka broker did not start within {timeout:g}s: see {log_path}")
+
+
+def _failure(data_dir: Path) -> str:
+    """The most telling line the broker wrote before it exited."""
+    lines: list[str] = []
+    for name in (_LOG_NAME, _OUT_NAME):
+        with contextlib.suppress(FileNotFoundError):
+            lines += (data_dir / name).read_text(errors="replace").splitlines()
+    errors = [line.strip() for line in lines if " ERROR " in line or "Exception" in line]
+    useful = errors or [line.strip() for line in lines if line.strip()] or ["(no output)"]
+    return useful[-1][:500]
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -193,14 +392,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-    # The GLIBC_2.39 notice is noise on Debian 12; an `error:` line says what went wrong.
-    useful = [line for line in lines if line and "GLIBC" not in line]
-    errors = [line for line in useful if line.startswith("error:")]
-    return (errors or useful or ["(no output)"])[-1]
 
 
 def _alive(pid: int) -> bool:
@@ -223,7 +414,7 @@ def _is_broker(pid: int) -> bool:
     if not _alive(pid):
         return False
     try:
-        return b"noida-db" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except FileNotFoundError:
         return not Path("/proc").is_dir()  # no procfs (macOS): trust the live pid
 

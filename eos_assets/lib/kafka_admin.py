@@ -5,7 +5,7 @@ import socket
 import time
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the documented admin module's stub hides it
 
@@ -16,6 +16,8 @@ from eos_assets.lib.errors import BrokerError
 _quiet = logging.getLogger(f"{__name__}.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
+# The topic and transactional id that probe_transactions uses.
+READY_TOPIC = "__eos_assets_ready"
 
 
 def probe(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> bool:
@@ -108,6 +110,60 @@ def ensure_topic(
             return count
         time.sleep(0.05)
     raise BrokerError(f"topic {topic} on Kafka at {bootstrap} lacks partitions after {timeout:g}s")
+
+
+def probe_transactions(
+    bootstrap: str, timeout: float = 60.0, client_config: Mapping[str, str] | None = None
+) -> None:
+    """Wait until a transaction commits and a read_committed consumer in a group reads it.
+
+    A broker that answers metadata may still be loading its transaction and group
+    coordinators; this returns once both serve, so the first real producer and reader work.
+
+    Raises:
+        BrokerError: that did not happen within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    config = {**(client_config or {}), "bootstrap.servers": bootstrap}
+    ensure_topic(bootstrap, READY_TOPIC, 1, client_config, timeout)
+    producer = Producer(
+        {**config, "transactional.id": READY_TOPIC, "enable.idempotence": True},
+        logger=_quiet,
+    )
+    sent: list[Message] = []
+    try:
+        producer.init_transactions(max(1.0, deadline - time.monotonic()))
+        producer.begin_transaction()
+        producer.produce(READY_TOPIC, b"ready", on_delivery=lambda _err, msg: sent.append(msg))
+        producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+    except KafkaException as exc:
+        raise BrokerError(
+            f"Kafka at {bootstrap} does not complete a transaction within {timeout:g}s "
+            f"({exc.args[0].str()}): see the broker's server.log"
+        ) from exc
+    offset = sent[0].offset() if sent and sent[0].error() is None else None
+    if offset is None:
+        raise BrokerError(f"Kafka at {bootstrap} did not acknowledge a transactional record")
+    consumer = Consumer(
+        {**config, "group.id": READY_TOPIC, "isolation.level": "read_committed",
+         "enable.auto.commit": False},
+        logger=_quiet,
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(READY_TOPIC, 0, offset)])
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None and msg.offset() == offset:
+                consumer.commit(message=msg, asynchronous=False)
+                return
+    except KafkaException as exc:
+        raise BrokerError(
+            f"Kafka at {bootstrap} does not serve consumer groups ({exc.args[0].str()}): "
+            "see the broker's server.log"
+        ) from exc
+    finally:
+        consumer.close()
+    raise BrokerError(f"Kafka at {bootstrap} did not return a committed record in {timeout:g}s")
 
 
 def _partition_count(admin: AdminClient, bootstrap: str, topic: str, timeout: float) -> int:

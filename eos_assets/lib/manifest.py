@@ -23,7 +23,7 @@ class ProduceSummary:
         counts: status ("committed" | "aborted") -> kind -> records.
         committed_malformed: malformed code -> committed records.
         committed_by_partition: partition -> committed records.
-        transactional_ids: in the order used; a new one follows every abort.
+        transactional_id: the producer's ``transactional.id``.
     """
 
     topic: str
@@ -39,7 +39,7 @@ class ProduceSummary:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     committed_malformed: dict[str, int] = field(default_factory=dict)
     committed_by_partition: dict[int, int] = field(default_factory=dict)
-    transactional_ids: list[str] = field(default_factory=list)
+    transactional_id: str = ""
     seconds: float = 0.0
     events_per_second: float = 0.0
 

@@ -6,7 +6,6 @@ Every record sent is written to a manifest (see ``manifest.py``) with its outcom
 import contextlib
 import functools
 import random
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,9 +40,12 @@ class ProduceOptions:
         abort_ratio: transactions aborted instead of committed.
         malformed_ratio: records with one contract defect, spread over every Malformed code.
         start_time: event time of the stream's start (default: now, UTC).
-        transactional_id_prefix: ids are ``<prefix>-<run token>-<n>``; n grows at each abort.
-        transactional_id: use exactly this id for every transaction instead (aborts included),
-            so that a restarted producer fences the one it replaces (zombie fencing).
+        transactional_id: the producer's identity, kept for every transaction (aborts
+            included): a restarted producer of the same id fences the one it replaces and
+            aborts what that one left open. Default ``eos-producer-<topic>``; producers that
+            run side by side need ids of their own.
+        transaction_timeout_ms: how long the broker lets a transaction stay open before it
+            aborts it (a producer that died inside one holds readers back that long).
     """
 
     topic: str = "orders"
@@ -58,8 +60,8 @@ class ProduceOptions:
     abort_ratio: float = 0.0
     malformed_ratio: float = 0.0
     start_time: datetime | None = None
-    transactional_id_prefix: str = "eos-producer"
     transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     def validate(self) -> None:
         """Raise ConfigError, with the offending option, when the options make no sense."""
@@ -71,8 +73,14 @@ class ProduceOptions:
             raise ConfigError("duplicate, late and malformed ratios add up to more than 1")
         if self.count < 0 or self.rate < 0 or self.partitions < 1 or self.transaction_size < 1:
             raise ConfigError("count and rate must be >= 0, partitions and transaction size >= 1")
-        if not self.topic or not self.transactional_id_prefix or self.transactional_id == "":
-            raise ConfigError("topic and transactional id (prefix) must not be empty")
+        if not self.topic or self.transactional_id == "":
+            raise ConfigError("topic and transactional id must not be empty")
+        if self.transaction_timeout_ms < 1000:
+            raise ConfigError("transaction_timeout_ms must be at least 1000")
+
+    def identity(self) -> str:
+        """The ``transactional.id`` this producer uses."""
+        return self.transactional_id or f"eos-producer-{self.topic}"
 
 
 def produce(
@@ -83,12 +91,9 @@ def produce(
 ) -> ProduceSummary:
     """Produce ``options.count`` records in transactions and write the manifest and summary.
 
-    After every aborted transaction the producer continues under a new ``transactional.id``:
-    noida-db still reports an aborted transaction to fetches that start after its marker, so a
-    read_committed reader starting mid-partition would skip that producer id's later records.
-    Ids carry a per-run token for the same reason: reusing an id reuses its producer id.
-    An exact ``transactional_id`` is kept after aborts too: its first ``init_transactions``
-    fences a previous producer of that id and aborts the transaction it left open.
+    One ``transactional.id`` (``options.identity()``) for the whole run: its
+    ``init_transactions`` fences an earlier producer of the same id and aborts the transaction
+    that one left open, the standard zombie fencing of Kafka's transactions.
 
     Raises:
         BrokerError: Kafka is unreachable, a delivery fails or a transaction cannot finish;
@@ -116,28 +121,25 @@ def produce(
         options.abort_ratio,
         options.late_by,
     )
-    run = f"{options.transactional_id_prefix}-{secrets.token_hex(4)}"
     plans = plan_transactions(seed, start, options.count, options.transaction_size, mix)
+    summary.transactional_id = options.identity()
+    config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
     pacer = _Pacer(options.rate)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
         for plan in plans:
             if producer is None:
-                fresh = f"{run}-{len(summary.transactional_ids)}"
-                summary.transactional_ids.append(options.transactional_id or fresh)
-                producer = _producer(bootstrap, summary.transactional_ids[-1], config)
+                producer = _producer(bootstrap, summary.transactional_id, config)
             try:
                 offsets = _send(producer, options.topic, plan, pacer)
                 _finish(producer, plan)
             except BaseException:
-                # noida-db never times out an open transaction: left open, it would hold back
-                # the partition's last stable offset (and every read_committed reader) for good.
+                # Left open, the transaction would hold back the partition's last stable
+                # offset, and every read_committed reader, until the broker times it out.
                 with contextlib.suppress(KafkaException):
                     producer.abort_transaction(10)
                 raise
-            manifest.add(plan, summary.transactional_ids[-1], offsets)
-            if plan.abort and options.transactional_id is None:
-                producer = None  # a fresh producer id after every abort: see the docstring
+            manifest.add(plan, summary.transactional_id, offsets)
         return manifest.finish(time.monotonic() - pacer.began)
 
 

@@ -1,12 +1,10 @@
 """What Spark needs from the machine, checked before a JVM is started."""
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from eos_assets.lib import spark_cds
-from eos_assets.lib.errors import JavaMissingError
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 # A driver for a short run compiles with C1 only. Such a driver lives for one small Dagster
@@ -17,29 +15,6 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 # in 197 s, against 118 s with the default JIT on the same day (BENCHMARKS.md). So it is a
 # per-run choice.
 QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
-
-
-def require_java() -> str:
-    """Return the ``java`` executable Spark will use.
-
-    Raises:
-        JavaMissingError: no Java runtime is found (one line with the fix).
-    """
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        java = Path(home) / "bin" / "java"
-        if java.exists():
-            return str(java)
-        raise JavaMissingError(
-            f"JAVA_HOME={home} has no bin/java: point JAVA_HOME at a Java 17 runtime or unset it"
-        )
-    found = shutil.which("java")
-    if found is None:
-        raise JavaMissingError(
-            "Java is not installed and Spark needs it: install a Java 17 runtime "
-            "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-        )
-    return found
 
 
 def use_this_python() -> None:

@@ -5,7 +5,8 @@ from typing import Any
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.lib.spark_env import QUICK_START_JIT, require_java, spark_config, use_this_python
+from eos_assets.lib.java import require_java
+from eos_assets.lib.spark_env import QUICK_START_JIT, spark_config, use_this_python
 from eos_assets.settings import Settings
 
 

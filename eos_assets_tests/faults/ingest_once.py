@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 def _spark():
     from pyspark.sql import SparkSession
 
-    from eos_assets.lib.spark_env import require_java, spark_config, use_this_python
+    from eos_assets.lib.java import require_java
+    from eos_assets.lib.spark_env import spark_config, use_this_python
 
     require_java()
     use_this_python()

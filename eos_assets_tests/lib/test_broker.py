@@ -58,7 +58,7 @@ def test_up_status_down_through_the_state_dir(state_dir: Path) -> None:
     )
     broker.ensure_topic(info.bootstrap, "kept", 2)
 
-    # A second broker on the same data folder exits at once; its reason reaches the error.
+    # A second broker on the same data folder is refused before it touches anything.
     with pytest.raises(BrokerError, match="already running"):
         broker.start_broker(Path(info.data_dir), timeout=10)
 
@@ -70,7 +70,7 @@ def test_up_status_down_through_the_state_dir(state_dir: Path) -> None:
         broker.embedded_bootstrap(state_dir)
     assert broker.down(state_dir) is False
 
-    # SIGTERM let it save its data: the topic is still there after a restart.
+    # Its data survives a controlled shutdown: the topic is still there after a restart.
     again = broker.up(state_dir)
     assert topics(again.bootstrap).get("kept") == 2
 

@@ -3,7 +3,6 @@
 import base64
 import itertools
 import json
-import os
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -192,13 +190,13 @@ def test_events_follow_an_order_lifecycle_and_late_ones_lag_by_late_by(
     assert {tuple(steps) for steps in started_here} == allowed  # every path occurs
 
 
-def test_same_seed_gives_the_same_records_under_new_transactional_ids(
+def test_same_seed_gives_the_same_records(
     kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     options = {"count": 240, "seed": 5, "transaction_size": 40, "abort_ratio": 0.3}
     options |= {"duplicate_ratio": 0.1, "malformed_ratio": 0.1, "late_ratio": 0.1}
     first, one = run(kafka_bootstrap, tmp_path, topic=make_topic(partitions=3), **options)
-    second, two = run(kafka_bootstrap, tmp_path, topic=make_topic(partitions=3), **options)
+    _, two = run(kafka_bootstrap, tmp_path, topic=make_topic(partitions=3), **options)
     _, other = run(
         kafka_bootstrap, tmp_path, topic=make_topic(partitions=3), **options | {"seed": 6}
     )
@@ -207,66 +205,42 @@ def test_same_seed_gives_the_same_records_under_new_transactional_ids(
         [line[f] for f in fields] for line in two
     ]
     assert first.transactions_aborted >= 1
-    # Ids differ per run: reusing one would reuse its producer id (see test below).
-    assert set(first.transactional_ids).isdisjoint(second.transactional_ids)
     assert {line["event_id"] for line in one} & {line["event_id"] for line in other} <= {None}
 
 
-def test_a_new_transactional_id_follows_every_abort_and_mid_partition_readers_see_all(
+def test_one_transactional_id_across_aborts_and_mid_partition_readers_see_all(
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
     read_committed: Callable[..., list],
     tmp_path: Path,
 ) -> None:
     options = {"count": 480, "seed": 3, "transaction_size": 40, "abort_ratio": 0.4}
-    summary, lines = run(kafka_bootstrap, tmp_path, topic=make_topic(partitions=2), **options)
+    topic = make_topic(partitions=2)
+    summary, lines = run(kafka_bootstrap, tmp_path, topic=topic, **options)
     txns = [
-        (status, tid, list(group))
-        for (_, status, tid), group in itertools.groupby(
-            lines, key=lambda line: (line["txn"], line["status"], line["transactional_id"])
+        (status, list(group))
+        for (_, status), group in itertools.groupby(
+            lines, key=lambda line: (line["txn"], line["status"])
         )
     ]
     assert len(txns) == 12
-    for (prev_status, prev_id, _), (_, next_id, _) in itertools.pairwise(txns):
-        assert (next_id != prev_id) == (prev_status == "aborted")
-    assert len(summary.transactional_ids) == len({tid for _, tid, _ in txns})
+    assert {line["transactional_id"] for line in lines} == {f"eos-producer-{topic}"}
+    assert summary.transactional_id == f"eos-producer-{topic}"
 
     checked = 0
-    for (prev_status, _, prev), (status, _, after) in itertools.pairwise(txns):
+    for (prev_status, prev), (status, after) in itertools.pairwise(txns):
         if prev_status != "aborted" or status != "committed":
             continue
         for partition in (0, 1):
             expected = {line["offset"] for line in after if line["partition"] == partition}
             first = min(expected)
-            # The fetch starts after the aborted transaction's records and marker: the case
-            # in which the embedded broker hides a producer id's later records.
+            # The fetch starts after the aborted transaction's records and its marker, under
+            # the same producer id: every later committed record must still be returned.
             assert any(line["partition"] == partition for line in prev) and first > 0
             got = {o for p, o, _, _ in read_committed(summary.topic, {partition: first})}
             assert expected <= got
             checked += 1
     assert checked >= 4
-
-
-@pytest.mark.skipif(bool(os.environ.get("EOS_KAFKA_BOOTSTRAP")), reason="embedded broker only")
-def test_embedded_broker_still_hides_later_records_of_a_producer_id_that_aborted(
-    kafka_bootstrap: str, make_topic: Callable[..., str], read_committed: Callable[..., list]
-) -> None:
-    """Why the producer changes ids. When this fails, noida-db is fixed: drop the workaround."""
-    topic = make_topic(partitions=1)
-    producer = Producer(
-        {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"same-{uuid.uuid4().hex}"}
-    )
-    producer.init_transactions(30)
-    offsets: list[int | None] = []
-    for commit in (True, False, True):  # the measured case: commit 10, abort 10, commit 10
-        producer.begin_transaction()
-        for i in range(10):
-            producer.produce(topic, b"v%d" % i, on_delivery=lambda e, m: offsets.append(m.offset()))
-        producer.flush(30)
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    third = offsets[20]
-    assert third is not None and len(read_committed(topic)) == 20
-    assert read_committed(topic, {0: third}) == []  # real Kafka returns the third's 10 records
 
 
 def test_a_rejected_delivery_raises_one_line_and_writes_nothing(
