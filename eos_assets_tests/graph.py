@@ -25,7 +25,7 @@ from eos_assets.defs.gold import (
     window_aggregates,
 )
 from eos_assets.defs.silver import EVENTS, ORDER_STATE, events, order_state
-from eos_assets.lib import kpi
+from eos_assets.lib import kpi, warehouse_file
 from eos_assets.lib.delta_tables import read_rows
 from eos_assets.lib.order_state import ORDER_STATE_SCHEMA
 from eos_assets.lib.silver_events import EVENTS_SCHEMA
@@ -187,7 +187,7 @@ def assert_served(
 ) -> None:
     """DuckDB holds exactly the Delta KPI rows, with the Delta versions they reflect."""
     lake = LakeResource(root=lake_root)
-    with duckdb.connect(str(warehouse), read_only=True) as conn:
+    with warehouse_file.connect_reader(warehouse) as conn:
         served = {
             "kpi_window": _rows(conn, "kpi_window", ("window_start", "currency")),
             "kpi_daily": _rows(conn, "kpi_daily", ("day", "currency")),

@@ -113,7 +113,7 @@ def duckdb_matches_delta(lake: LakeResource, warehouse: WarehouseResource) -> dg
     """Reconcile the DuckDB serving tables with the Delta KPI tables."""
     served = [Served(t.name, t.key, t.uri) for t in served_tables(lake)]
     try:
-        with warehouse.connect(read_only=True) as con:
+        with warehouse.read() as con:
             report = reconcile_serving(con, served, VERSIONS_TABLE, lake.storage_options)
     except (EosError, TableNotFoundError, duckdb.Error) as exc:
         cause = " ".join(str(exc).split())[:300]

@@ -189,11 +189,11 @@ def serving_kpi(
     """The KPI tables in the DuckDB serving database, upserted with the Delta version they reflect.
 
     Tables ``kpi_window`` and ``kpi_daily`` (primary keys: period and currency) and
-    ``eos_delta_versions`` change in one DuckDB transaction.
+    ``eos_delta_versions`` change in one DuckDB transaction, made in a copy of the file that
+    is then swapped in: readers with the file open keep their version and never block this.
     """
     tables = served_tables(lake)
-    with warehouse.connect() as conn:
-        outcome = run_or_fail(lambda: serving.mirror(conn, tables, lake.storage_options))
+    outcome = run_or_fail(lambda: serving.serve(warehouse.path, tables, lake.storage_options))
     if not outcome.upserted:
         context.log.info("DuckDB already reflects the current Delta versions")
     return dg.MaterializeResult(

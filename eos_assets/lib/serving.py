@@ -3,7 +3,9 @@
 Each mirrored table gets a DuckDB table with a primary key; ``eos_delta_versions`` records the
 Delta version each table reflects. One mirror run is ONE DuckDB transaction: every upsert
 (``INSERT ... ON CONFLICT DO UPDATE``) and the new versions commit together or not at all, so a
-reader never sees rows of one version with the version number of another.
+reader never sees rows of one version with the version number of another. ``serve`` runs it
+on a copy of the database file and swaps the copy in (``warehouse_file``), so readers of the
+file, however many and however long, never stop it.
 
 Rows to upsert are those of the files added since the mirrored version that are still live in
 the current snapshot (a merge rewrites files; rows never disappear from KPI tables, so every
@@ -25,12 +27,12 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from eos_assets.lib import delta_io, faults, increments
+from eos_assets.lib import delta_io, faults, increments, warehouse_file
 from eos_assets.lib.errors import EosError
 
 VERSIONS_TABLE = "eos_delta_versions"
 BEFORE_COMMIT = "serving_before_commit"
-CRASH_POINTS = (BEFORE_COMMIT,)
+CRASH_POINTS = (BEFORE_COMMIT, warehouse_file.BEFORE_SWAP)
 
 _DUCK_TYPES = {
     pa.string(): "VARCHAR",
@@ -78,6 +80,17 @@ def create_ddl(table: ServedTable) -> str:
         columns.append(f'"{f.name}" {kind}{null}')
     key = ", ".join(f'"{k}"' for k in table.key)
     return f'CREATE TABLE IF NOT EXISTS "{table.name}" ({", ".join(columns)}, PRIMARY KEY ({key}))'
+
+
+def serve(
+    path: str,
+    tables: Sequence[ServedTable],
+    storage_options: dict[str, str] | None = None,
+) -> MirrorOutcome:
+    """Mirror ``tables`` into the serving database at ``path`` (a new version if any changed)."""
+    return warehouse_file.publish(
+        path, lambda conn: mirror(conn, tables, storage_options), lambda o: bool(o.upserted)
+    )
 
 
 def mirror(
