@@ -19,6 +19,10 @@ class JavaMissingError(EosError):
     """No Java runtime is available for Spark."""
 
 
+class DataLossError(EosError):
+    """Kafka deleted records (retention, delete-records) before the ingest read them."""
+
+
 # The last line of a Python traceback that ended in one of the errors above.
 _RAISED = re.compile(r"^eos_assets\.lib\.errors\.(\w+): (.+)$", re.MULTILINE)
 
@@ -33,5 +37,7 @@ def raised_in(text: str) -> EosError | None:
     if not found:
         return None
     name, message = found[-1]
-    kinds = {k.__name__: k for k in (EosError, ConfigError, BrokerError, JavaMissingError)}
+    kinds = {
+        k.__name__: k for k in (EosError, ConfigError, BrokerError, JavaMissingError, DataLossError)
+    }
     return kinds.get(name, EosError)(message.strip())
