@@ -18,6 +18,7 @@ from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.gold import SERVING_KPI
 from eos_assets.defs.jobs import ingest_job, stream_job
 from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
+from eos_assets.lib.errors import TopicMissingError
 from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
 from eos_assets.lib.limits import Limits
 from eos_assets.resources.kafka import KafkaResource
@@ -126,15 +127,26 @@ def ingest_on_kafka_lag(
 ) -> dg.SensorResult:
     """Launch an ingest when bronze is too far behind; skip with the reason otherwise.
 
+    A topic that does not exist yet skips the tick with the reason; the first tick after it
+    was created measures it like any other.
+
     Raises:
-        BrokerError: Kafka is unreachable or a topic is missing (the tick fails with one line).
+        BrokerError: Kafka is unreachable (the tick fails with one line).
     """
     limits = Limits.from_env()
     now = time.time()
     client = kafka.client_config()
-    lags = measure_lag(
-        client, kafka.topics, lake.table_uri(*RAW_EVENTS.path), lake.storage_options, False
-    )
+    try:
+        lags = measure_lag(
+            client, kafka.topics, lake.table_uri(*RAW_EVENTS.path), lake.storage_options, False
+        )
+    except TopicMissingError as missing:
+        # The first state of a new deployment: no producer has written yet. Not a failure.
+        reason = (
+            f"waiting for topic {missing.topic!r} to be created on {missing.bootstrap} "
+            "(the first `eos-assets produce` creates it; EOS_TOPICS names the topics)"
+        )
+        return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
     total = sum(lg.lag for lg in lags)
     if 0 < total < limits.lag_max_records:
         lags = with_ages(client, lags)  # small by construction: reading its head is cheap

@@ -15,6 +15,21 @@ class BrokerError(EosError):
     """The Kafka broker is unreachable, missing or misbehaving."""
 
 
+class TopicMissingError(BrokerError):
+    """A topic to ingest does not exist (yet): the first state of a new deployment."""
+
+    def __init__(self, topic: str, bootstrap: str) -> None:
+        super().__init__(
+            f"topic {topic!r} does not exist on {bootstrap}: create it "
+            "(`eos-assets produce` does) or fix EOS_TOPICS"
+        )
+        self.topic = topic
+        self.bootstrap = bootstrap
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.topic, self.bootstrap)
+
+
 class JavaMissingError(EosError):
     """No Java runtime is available for Spark."""
 

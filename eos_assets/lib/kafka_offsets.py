@@ -5,7 +5,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.errors import BrokerError, TopicMissingError
 from eos_assets.lib.kafka_admin import check_reachable
 from eos_assets.lib.ranges import OffsetRange
 
@@ -42,8 +42,8 @@ def partition_bounds(
     complete.
 
     Raises:
-        BrokerError: nothing listens at the bootstrap address, the broker does not answer, or a
-            topic does not exist.
+        BrokerError: nothing listens at the bootstrap address or the broker does not answer.
+        TopicMissingError: a topic does not exist.
     """
     bootstrap = client_config.get("bootstrap.servers", "?")
     # A refused connection fails here at once; librdkafka alone would retry until the timeout.
@@ -61,10 +61,7 @@ def partition_bounds(
                 ) from exc
             info = meta.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
-                raise BrokerError(
-                    f"topic {topic!r} does not exist on {bootstrap}: create it "
-                    "(`eos-assets produce` does) or fix EOS_TOPICS"
-                )
+                raise TopicMissingError(topic, bootstrap)
             for partition in sorted(info.partitions):
                 tp = TopicPartition(topic, partition)
                 try:
@@ -104,3 +101,39 @@ def commit_advisory(
         return False
     finally:
         consumer.close()
+
+
+def high_watermarks(
+    client_config: Mapping[str, str],
+    tps: Iterable[tuple[str, int]],
+    timeout_s: float = 10.0,
+    group_id: str = "eos-assets-planner",
+) -> dict[tuple[str, int], int]:
+    """The high watermark of each partition: the end as a read_uncommitted reader sees it.
+
+    Past the last stable offset it counts the records of transactions still open; a
+    partition that does not answer is left out.
+    """
+    consumer = Consumer(
+        {
+            **client_config,
+            "group.id": group_id,
+            "enable.auto.commit": "false",
+            "isolation.level": "read_uncommitted",
+            "allow.auto.create.topics": "false",
+            "logger": _quiet,
+        }
+    )
+    highs: dict[tuple[str, int], int] = {}
+    try:
+        for topic, partition in tps:
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=timeout_s, cached=False
+                )
+            except KafkaException:
+                continue
+            highs[(topic, partition)] = high
+    finally:
+        consumer.close()
+    return highs

@@ -2,11 +2,14 @@
 
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # the admin module's stub hides it
 from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
@@ -208,3 +211,50 @@ def test_an_unreachable_broker_fails_the_tick_with_one_line(tmp_path: Path) -> N
     message = str(raised.value)
     assert "\n" not in message and f"127.0.0.1:{port}" in message
     assert "eos-assets broker up" in message or "EOS_KAFKA_BOOTSTRAP" in message
+
+
+def test_a_topic_not_created_yet_is_a_wait_and_its_first_records_launch_a_run(
+    kafka_bootstrap: str,
+    kafka_client_config: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "1")
+    topic = f"not-yet-{uuid.uuid4().hex[:8]}"
+    # A new deployment: no topic, and no lake root either.
+    lake = LakeResource(root=str(tmp_path / "new" / "lake"))
+    ticker = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake)
+
+    for _ in range(2):
+        waiting = ticker.tick()
+        assert skip_reason(waiting) == (
+            f"waiting for topic {topic!r} to be created on {kafka_bootstrap} (the first "
+            "`eos-assets produce` creates it; EOS_TOPICS names the topics)"
+        )
+        assert not waiting.asset_events
+    assert not Path(lake.root).exists()
+
+    admin = AdminClient({**kafka_client_config, "bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(timeout=30)
+    _wait_for_leaders(admin, topic, 2)
+    # The same sensor, not restarted: an empty topic is nothing to do...
+    assert skip_reason(ticker.tick()).startswith("nothing to do")
+    # ... and its first records launch the ingest.
+    send_transaction(kafka_bootstrap, topic, batch(4, 2))
+    launched = ticker.tick()
+    (request,) = launched.run_requests or []
+    assert request.run_key and observed(launched)["lag_total"] == 6
+
+
+def _wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
+    """Until the broker's metadata gives every partition of a new topic a leader (bounded)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if info is not None and info.error is None and len(info.partitions) == partitions:
+            leaders = [p.leader for p in info.partitions.values()]
+            if min(leaders) >= 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"topic {topic} has no leader for every partition after 60 s")
