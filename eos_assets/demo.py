@@ -2,18 +2,18 @@
 
 import base64
 import json
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.gold import WINDOW_AGGREGATES
 from eos_assets.defs.silver import EVENTS, ORDER_STATE
-from eos_assets.lib import broker
+from eos_assets.lib import broker, warehouse_file
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
 from eos_assets.settings import Settings
@@ -98,7 +98,29 @@ def run_demo(options: DemoOptions) -> str:
         "  seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in _step_seconds(result))
     )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
+    lines.extend(_next_steps(settings.warehouse))
     return "\n".join(lines)
+
+
+def query_command(warehouse: str) -> str:
+    """A shell command that prints the daily KPIs from the serving database, read-only."""
+    python = Path(sys.executable)
+    if python.is_relative_to(Path.cwd()):
+        python = python.relative_to(Path.cwd())
+    return (
+        f'{python} -c "import duckdb; print(duckdb.connect('
+        f"'{warehouse}', read_only=True).sql('FROM kpi_daily ORDER BY day, currency'))\""
+    )
+
+
+def _next_steps(warehouse: str) -> list[str]:
+    return [
+        "",
+        "Query the KPIs (read-only: safe while the pipeline runs; reconnect to see new data):",
+        f"  {query_command(warehouse)}",
+        "Next: `make ui` (Dagster on http://127.0.0.1:3000): the lag sensor ingests and serves "
+        "whatever `eos-assets produce` sends next.",
+    ]
 
 
 def _continue_clock(clock: Path) -> datetime:
@@ -160,7 +182,7 @@ def _derived_lines(result: dg.ExecuteInProcessResult) -> list[str]:
 
 def _kpi_lines(warehouse: str) -> list[str]:
     """The daily KPI table as served from DuckDB, and the Delta versions it reflects."""
-    with duckdb.connect(warehouse, read_only=True) as conn:
+    with warehouse_file.connect_reader(warehouse) as conn:
         rows = conn.execute(
             "SELECT day, currency, orders_created, orders_paid, orders_cancelled, revenue, "
             "average_order_value, unique_customers, cancellation_rate "

@@ -57,6 +57,13 @@ def test_demo_with_a_bootstrap_uses_it_and_starts_no_embedded_broker(
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"Kafka at {kafka_bootstrap}, topic {topic!r}" in done.stdout, done.stdout
     assert "embedded broker" not in done.stdout
+    # It ends with a read-only query of the served KPIs, which works as printed, and `make ui`.
+    *_, query, next_step = done.stdout.strip().splitlines()
+    assert next_step.startswith("Next: `make ui`") and "read_only=True" in query
+    shown = subprocess.run(
+        query, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert shown.returncode == 0 and "orders_paid" in shown.stdout, shown.stderr[-2000:]
     # No embedded broker was recorded, created or left running for this state folder.
     assert broker.read_state(state) is None
     assert not (state / "broker").exists()
