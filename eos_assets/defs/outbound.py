@@ -26,7 +26,8 @@ from eos_assets.settings import Settings
 AGG_OUT = dg.AssetKey(["outbound", "agg_out"])
 KPI_ALERTS = dg.AssetKey(["outbound", "kpi_alerts"])
 # One publisher at a time: runs may overlap (the lag sensor launches the next ingest once a
-# run has served its KPIs), and a second agg_out publisher would fence the first one.
+# run has served its KPIs), and a second agg_out run would fence the first one (both have the
+# same transactional.id), failing it.
 OUTBOUND_POOL = "eos_outbound"
 AGG_OUT_CAUGHT_UP = "caught_up_with_window_aggregates"
 ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
@@ -55,7 +56,9 @@ def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> d
     """Every new window revision of gold/window_aggregates in Kafka (EOS_AGG_OUT_TOPIC), once.
 
     Records and the publisher's position (last Delta version published, in the topic
-    ``<topic>.position``) are committed in one Kafka transaction; read with read_committed.
+    ``<topic>.position``) are committed in one Kafka transaction under one stable
+    transactional.id per table and topic, so a new run fences a crashed or hung one; read with
+    read_committed.
     """
     topic = Settings.from_env().agg_out_topic
     outcome = run_or_fail(
@@ -81,7 +84,6 @@ def agg_out(config: AggOutConfig, lake: LakeResource, kafka: KafkaResource) -> d
                 {str(k): v for k, v in outcome.skipped_versions.items()}
             ),
             "transactional_id": outcome.transactional_id,
-            "publishers_fenced": len(outcome.fenced),
             "seconds": round(outcome.seconds, 3),
         }
     )

@@ -1,33 +1,30 @@
-"""Who may publish to an output topic, and how far it got, kept in Kafka next to the records.
+"""How far a publisher got, kept in Kafka next to the records; who may publish is Kafka's call.
 
-Topic ``<topic>.position`` (compacted, one partition) holds, per publisher id:
+Topic ``<topic>.position`` (compacted, one partition) holds one record per publisher (key: the
+publisher id, value: the last Delta version published). It is written only inside the
+publisher's Kafka transactions, in the same transaction as the records it covers, so a
+read_committed reader sees records and position move together or not at all.
 
-- **claims** (key ``<publisher>/claim/<transactional id>``): written with a plain idempotent
-  producer, acknowledged by every replica, *before* a publisher uses that transactional id;
-- **the position** (key ``<publisher>``): the last Delta version published, written only inside
-  the publisher's Kafka transactions, in the same transaction as the records it covers.
+Every run of a publisher uses the same ``transactional.id``, the publisher id. Its
+``init_transactions`` is the fencing: the broker bumps the id's producer epoch, aborts the
+transaction an earlier run left open (killed, hung or paused inside it) and refuses that run's
+later sends and commit (``PRODUCER_FENCED``). Only then does the publisher read its position:
+no earlier run can move it any more, and a later run fences this one in turn.
 
-A publisher starts by claiming a fresh transactional id, then fences every id claimed since the
-claim of the last committed position and before its own (``init_transactions`` with an id
-aborts the transaction it left open and refuses its later commits), then initializes its own
-id, and only then reads the position with read_committed. Every earlier publisher is fenced by
-then, so the position cannot move under it; a later one fences it in turn and its commits fail.
-
-Why not one stable transactional id: re-initializing the id after a crash fences the zombie,
-but the publisher then commits under the producer id of the aborted transaction, and the
-embedded broker (noida-db) reports that abort to any read_committed fetch starting after its
-marker, so a consumer resuming there would skip every later record. A fresh, claimed id per
-publisher run never commits after an abort of its own producer id.
+The position is read to the end of the partition as it was after ``init_transactions``, not
+only to its last stable offset: a read_committed reader stops at the first open transaction,
+and another publisher sharing the position topic (another table published into the same
+topic) may hold one open below this publisher's last committed position. Stopping there would
+miss that position and publish its versions again; so the read waits until that transaction
+ends (committed, aborted, or expired after its ``transaction.timeout.ms``).
 """
 
 import json
 import logging
-import secrets
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -37,12 +34,16 @@ from eos_assets.lib import kafka_admin
 from eos_assets.lib.errors import BrokerError
 
 TIMEOUT_S = 30.0
-_READ_LIMIT_S = 60.0
+# Long enough for another producer's transaction on the position topic to end: librdkafka's
+# default transaction.timeout.ms is 60 s, and the broker looks for expired ones every 10 s.
+_READ_LIMIT_S = 90.0
 # A fenced or finished client may log the broker's disconnects; callers raise one clear line.
 _quiet = logging.getLogger(f"{__name__}.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 _NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+LogRecord = tuple[int, bytes | None, bytes | None]
 
 
 @dataclass(frozen=True)
@@ -50,23 +51,19 @@ class Position:
     """The last position a publisher committed (``version`` None: nothing published yet)."""
 
     version: int | None = None
-    claim_offset: int | None = None
-    transactional_id: str | None = None
 
 
 @dataclass
 class Session:
-    """A publisher that claimed its id, fenced the earlier ones and read its position."""
+    """A publisher whose transactional id is initialized (earlier runs fenced), and its position."""
 
     producer: Producer
     transactional_id: str
-    claim_offset: int
     position: Position
-    fenced: list[str] = field(default_factory=list)
 
 
 def position_topic(topic: str) -> str:
-    """The topic holding the claims and positions of the publishers of ``topic``."""
+    """The topic holding the positions of the publishers of ``topic``."""
     return f"{topic}.position"
 
 
@@ -95,92 +92,69 @@ def ensure_topics(config: Mapping[str, str], topic: str, partitions: int) -> Non
 
 
 def start(config: Mapping[str, str], topic: str, publisher: str) -> Session:
-    """Claim a transactional id, fence the earlier publishers, and read the position.
+    """Initialize the publisher's transactional id (fencing its earlier runs), read its position.
 
     Raises:
         BrokerError: Kafka refused or timed out.
     """
-    name = position_topic(topic)
-    tid = f"{publisher}.{secrets.token_hex(6)}"
-    offset = _claim(config, name, publisher, tid)
-    claims = scan(read_log(config, name, committed=False), publisher)[0]
-    committed = scan(read_log(config, name, committed=True), publisher)[1]
-    since = committed.claim_offset if committed.claim_offset is not None else -1
-    stale = [t for o, t in claims if since <= o < offset and t != tid]
-    for other in stale:
-        transactional_producer(config, other)  # init_transactions fences it
-    producer = transactional_producer(config, tid)
-    position = scan(read_log(config, name, committed=True), publisher)[1]
-    return Session(producer, tid, offset, position, stale)
+    producer = transactional_producer(config, publisher)
+    records = read_log(config, position_topic(topic), committed=True, to_end=True)
+    return Session(producer, publisher, scan(records, publisher))
 
 
 def position_record(position: Position) -> bytes:
     """The value of a position record."""
-    return json.dumps(
-        {
-            "version": position.version,
-            "claim_offset": position.claim_offset,
-            "transactional_id": position.transactional_id,
-        }
-    ).encode()
+    return json.dumps({"version": position.version}).encode()
 
 
-def scan(
-    records: list[tuple[int, bytes | None, bytes | None]], publisher: str
-) -> tuple[list[tuple[int, str]], Position]:
-    """The claims (offset, transactional id) and the last position of ``publisher``."""
-    claims: list[tuple[int, str]] = []
+def scan(records: list[LogRecord], publisher: str) -> Position:
+    """The last position of ``publisher`` among ``records`` (other keys are ignored)."""
     position = Position()
-    prefix = f"{publisher}/claim/".encode()
-    for offset, key, value in records:
-        if key is not None and key.startswith(prefix) and value is not None:
-            claims.append((offset, key[len(prefix) :].decode()))
-        elif key == publisher.encode() and value is not None:
-            data: dict[str, Any] = json.loads(value)
-            position = Position(data["version"], data["claim_offset"], data["transactional_id"])
-    return claims, position
+    for _offset, key, value in records:
+        if key == publisher.encode() and value is not None:
+            position = Position(json.loads(value)["version"])
+    return position
 
 
 def read_log(
-    config: Mapping[str, str], topic: str, committed: bool
-) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record of partition 0 of ``topic``, to its last stable offset when ``committed``."""
-    isolation = "read_committed" if committed else "read_uncommitted"
+    config: Mapping[str, str], topic: str, committed: bool, to_end: bool = False
+) -> list[LogRecord]:
+    """Every record of partition 0 of ``topic``, read with read_committed when ``committed``.
+
+    A committed read stops at the last stable offset, unless ``to_end``: then it reads to the
+    end of the log as it is now, waiting for the transactions open there to end.
+    """
+    isolation = "read_committed" if committed and not to_end else "read_uncommitted"
+    low, end = _bounds(config, topic, isolation)
+    if end <= low:
+        return []
     consumer = Consumer(
         {
             **config,
             "group.id": f"eos-position-{uuid.uuid4().hex}",
-            "isolation.level": isolation,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
             "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "receive.message.max.bytes": 500_000_000,
             "logger": _quiet,
         }
     )
+    tp = TopicPartition(topic, 0)
+    records: list[LogRecord] = []
     try:
-        tp = TopicPartition(topic, 0)
-        try:
-            low, end = consumer.get_watermark_offsets(tp, TIMEOUT_S, cached=False)
-        except KafkaException as exc:
-            if exc.args[0].code() in _NO_TOPIC:
-                return []  # nothing was ever published
-            raise BrokerError(
-                f"cannot read {topic} ({exc.args[0].str()}): check the broker"
-            ) from exc
-        records: list[tuple[int, bytes | None, bytes | None]] = []
-        if end <= low:
-            return records
         consumer.assign([TopicPartition(topic, 0, low)])
         deadline = time.monotonic() + _READ_LIMIT_S
         while consumer.position([tp])[0].offset < end:
             if time.monotonic() > deadline:
-                raise BrokerError(f"{topic} was not read to offset {end} in time: check the broker")
+                raise BrokerError(
+                    f"{topic} was not read to offset {end} in {_READ_LIMIT_S:g} s: a transaction "
+                    "open there for that long holds read_committed readers back; check the "
+                    "broker and the producers writing to it"
+                )
             for msg in consumer.consume(1000, 0.1):
                 err = msg.error()
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                if err is not None:
                     raise BrokerError(f"cannot read {topic} ({err.str()}): check the broker")
                 offset = msg.offset()
-                if err is None and offset is not None and offset < end:
+                if offset is not None and offset < end:
                     records.append((offset, msg.key(), msg.value()))
         return records
     finally:
@@ -207,16 +181,22 @@ def transactional_producer(config: Mapping[str, str], tid: str) -> Producer:
     return producer
 
 
-def _claim(config: Mapping[str, str], topic: str, publisher: str, tid: str) -> int:
-    producer = Producer({**config, "enable.idempotence": True, "acks": "all", "logger": _quiet})
-    offsets: list[int] = []
-
-    def delivered(err: KafkaError | None, msg: Any) -> None:
-        if err is None and msg.offset() is not None:
-            offsets.append(msg.offset())
-
-    key = f"{publisher}/claim/{tid}".encode()
-    producer.produce(topic, key=key, value=b"{}", partition=0, on_delivery=delivered)
-    if producer.flush(TIMEOUT_S) or not offsets:
-        raise BrokerError(f"cannot write the claim of {tid} to {topic}: check the broker")
-    return offsets[0]
+def _bounds(config: Mapping[str, str], topic: str, isolation: str) -> tuple[int, int]:
+    """(low watermark, end) of partition 0: the end is the last stable offset when
+    ``isolation`` is read_committed, else the high watermark; (0, 0) without the topic."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"eos-position-{uuid.uuid4().hex}",
+            "isolation.level": isolation,
+            "logger": _quiet,
+        }
+    )
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S, cached=False)
+    except KafkaException as exc:
+        if exc.args[0].code() in _NO_TOPIC:
+            return 0, 0  # nothing was ever published
+        raise BrokerError(f"cannot read {topic} ({exc.args[0].str()}): check the broker") from exc
+    finally:
+        consumer.close()

@@ -3,8 +3,10 @@
 The rows each Delta version changed (``outbound_changes.py``) are sent in a Kafka transaction
 together with the publisher's new position (the last Delta version covered) in the position
 topic (``outbound_position.py``). A read_committed consumer sees the records and the position
-move together or not at all, so a crash anywhere neither repeats nor skips a revision: the next
-run fences the crashed one, reads the committed position and continues after it.
+move together or not at all, so a crash anywhere neither repeats nor skips a revision: every
+run of a publisher has the same ``transactional.id``, so the next run's ``init_transactions``
+fences the crashed or hung one (aborting its open transaction), then reads the committed
+position and continues after it.
 
 Record key: the window (``window_start``, ``event_type``, ``currency``) as compact JSON; a key
 always lands in the same partition, in Delta version order. Value: the row as JSON (times in
@@ -38,6 +40,7 @@ CRASH_POINTS = (BEFORE_SEND, AFTER_SEND, AFTER_COMMIT)
 KEY = ("window_start", "event_type", "currency")
 IDENTITY = (*KEY, "revision", "is_final")
 _TIMEOUT_S = 60.0
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 @dataclass
@@ -51,12 +54,11 @@ class PublishOutcome:
     records: int = 0
     transactions: int = 0
     skipped_versions: dict[int, str] = field(default_factory=dict)
-    fenced: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
 def publisher_id(topic: str, table_uri: str) -> str:
-    """A stable name of the publisher of ``table_uri`` into ``topic``."""
+    """The publisher of ``table_uri`` into ``topic``: its position key and ``transactional.id``."""
     digest = hashlib.sha256(table_uri.encode()).hexdigest()[:12]
     return f"eos-out.{topic}.{digest}"
 
@@ -81,7 +83,7 @@ def publish_windows(
     outbound_position.ensure_topics(config, topic, partitions)
     session = outbound_position.start(config, topic, publisher_id(topic, table_uri))
     current = table.version()
-    outcome = PublishOutcome(session.transactional_id, current, fenced=session.fenced)
+    outcome = PublishOutcome(session.transactional_id, current)
     first = 0 if session.position.version is None else session.position.version + 1
     faults.crash_point(BEFORE_SEND)
     pending: list[tuple[bytes, bytes]] = []
@@ -99,10 +101,6 @@ def publish_windows(
             outcome.records += len(pending)
             outcome.transactions += 1
             pending = []
-    if outcome.transactions == 0 and session.position.version is not None:
-        # Nothing new: still commit the position under this run's claim, so that later runs
-        # fence from this claim on instead of from every claim since the last publication.
-        _transaction(session, topic, table_uri, [], session.position.version)
     outcome.seconds = time.monotonic() - clock
     return outcome
 
@@ -118,7 +116,7 @@ def _transaction(
         if err is not None:
             failures.append(err)
 
-    position = Position(version, session.claim_offset, session.transactional_id)
+    position = Position(version)
     try:
         producer.begin_transaction()
         for key, value in records:
@@ -135,7 +133,7 @@ def _transaction(
         producer.commit_transaction(_TIMEOUT_S)
     except KafkaException as exc:
         error = exc.args[0]
-        if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+        if error.code() in _FENCED:
             raise BrokerError(
                 f"a newer publisher of {topic} fenced this one ({error.str()}): it carries on, "
                 "nothing of this run's open transaction is visible"
@@ -143,8 +141,8 @@ def _transaction(
         _abort(producer)
         raise BrokerError(f"cannot publish to {topic} ({error.str()}): check the broker") from exc
     except BaseException:
-        # The broker may not time out an open transaction: left open, it would hold back
-        # every read_committed reader of the topic until the next publisher fences it.
+        # Left open, the transaction would hold back every read_committed reader of the topic
+        # until the next run fences it or the broker times it out (transaction.timeout.ms).
         _abort(producer)
         raise
     session.position = position
@@ -192,7 +190,7 @@ def lag(
     records = outbound_position.read_log(
         config, outbound_position.position_topic(topic), committed=True
     )
-    published = outbound_position.scan(records, publisher_id(topic, table_uri))[1].version
+    published = outbound_position.scan(records, publisher_id(topic, table_uri)).version
     first = 0 if published is None else published + 1
     return Lag(published, current, outbound_changes.data_versions(table_uri, first, current))
 

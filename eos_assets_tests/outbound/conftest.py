@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -161,3 +162,20 @@ def run_outbound(
     run = Run(proc)
     STARTED.append(run)
     return finish(run, timeout=120) if wait else run
+
+
+def open_records(bootstrap: str, topic: str) -> int:
+    """Records past the last stable offset: what open transactions hold back from readers."""
+    total = 0
+    for isolation, sign in (("read_uncommitted", 1), ("read_committed", -1)):
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "open", "isolation.level": isolation}
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            for p in partitions:
+                tp = TopicPartition(topic, p)
+                total += sign * consumer.get_watermark_offsets(tp, 10, cached=False)[1]
+        finally:
+            consumer.close()
+    return total
