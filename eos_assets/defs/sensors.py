@@ -58,6 +58,8 @@ def _observation(
                     "age_s": ages[lg.key],
                     "status": str(verdicts[lg.key].status),
                     "why": verdicts[lg.key].reason,
+                    "held_back": lg.held_back,
+                    "open_transaction": lg.stall_reason() or None,
                 }
                 for lg in lags
             }
@@ -65,6 +67,7 @@ def _observation(
     }
     if known:
         metadata["oldest_pending_age_s"] = max(known)
+    metadata["held_back_total"] = sum(lg.held_back for lg in lags)
     for lg in lags:
         metadata[f"lag {lg.topic}[{lg.partition}]"] = lg.lag
     return dg.AssetObservation(asset_key=RAW_EVENTS, metadata=metadata)
@@ -166,6 +169,10 @@ def ingest_on_kafka_lag(
         only_markers,
     )
     reason = decision.reason
+    if not decision.launch and (held := [lg for lg in lags if lg.held_back]):
+        # Bronze is as far as read_committed readers can go; say what holds Kafka back.
+        reason += f"; {held[0].stall_reason()}"
+        reason += f" (and {len(held) - 1} more partitions)" if len(held) > 1 else ""
     request = None
     if decision.launch:
         key = run_key({(lg.topic, lg.partition): (lg.start, lg.end) for lg in lags})

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.lib import delta_io
-from eos_assets.lib.kafka_offsets import partition_bounds
+from eos_assets.lib.kafka_offsets import high_watermarks, partition_bounds
 from eos_assets.lib.ranges import app_id, start_offsets
 from eos_assets.lib.reader import reader_config
 
@@ -38,6 +38,8 @@ class PartitionLag:
         oldest_ms: Kafka timestamp of the oldest committed record not yet in bronze (None when
             there is none, or it was not measured).
         measured: True when Kafka answered the age read (so None above means "none pending").
+        high: high watermark (None: not measured); offsets between ``end`` and it belong to
+            transactions still open, which read_committed readers wait for.
     """
 
     topic: str
@@ -48,6 +50,7 @@ class PartitionLag:
     start: int
     oldest_ms: int | None = None
     measured: bool = False
+    high: int | None = None
 
     @property
     def key(self) -> str:
@@ -58,6 +61,21 @@ class PartitionLag:
     def lag(self) -> int:
         """Offsets not yet in the table (records, transaction markers, aborted records)."""
         return self.end - self.start
+
+    @property
+    def held_back(self) -> int:
+        """Offsets past the last stable offset: records of transactions still open."""
+        return max(0, self.high - self.end) if self.high is not None else 0
+
+    def stall_reason(self) -> str:
+        """Why the last stable offset may not move: one line, empty when nothing is held back."""
+        if not self.held_back:
+            return ""
+        return (
+            f"an open transaction holds {self.topic}[{self.partition}] at offset {self.end} "
+            f"({self.held_back} offsets behind it): its producer has not committed or aborted; "
+            "the broker aborts it after the producer's transaction.timeout.ms"
+        )
 
     def age_s(self, now: float) -> float | None:
         """Seconds since the oldest pending record was written; 0 without one, None unknown."""
@@ -97,9 +115,14 @@ def measure_lag(
     """
     bounds = partition_bounds(client_config, topics)
     plans = start_offsets(table_positions(table_uri, list(bounds), storage_options), bounds)
+    highs = high_watermarks(client_config, list(bounds), timeout_s)
     lags = [
-        PartitionLag(p.topic, p.partition, p.position, p.low, p.stable_end, p.start) for p in plans
-    ]
+        PartitionLag(
+            p.topic, p.partition, p.position, p.low, p.stable_end, p.start,
+            high=highs.get((p.topic, p.partition)),
+        )
+        for p in plans
+    ]  # fmt: skip
     return with_ages(client_config, lags, timeout_s) if with_age else lags
 
 

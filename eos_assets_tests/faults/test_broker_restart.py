@@ -85,3 +85,36 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
     ledger.record("ingest while the broker is down", 1, verdict.lost, verdict.doubled)
     assert verdict.exact, f"after a broker restart: {verdict}"
     assert not overlaps(table), overlaps(table)
+
+
+def test_broker_killed_right_after_commits_then_restarted_loses_and_doubles_nothing(
+    spark: SparkSession, produced: Callable, table: str, tmp_path: Path, ledger: Ledger
+) -> None:
+    """SIGKILL, no controlled shutdown: the restart recovers the logs, the transaction state and
+    the group offsets, and every transaction acknowledged as committed is ingested once."""
+    data = tmp_path / "kafka"
+    info = broker.start_broker(data)
+    port = int(info.bootstrap.rsplit(":", 1)[1])
+    config = {"bootstrap.servers": info.bootstrap}
+    try:
+        topic = "orders-killed"
+        broker.ensure_topic(info.bootstrap, topic, 2)
+        manifest = produced(topic, count=600, seed=44, bootstrap=info.bootstrap)[1]
+        assert ingest_bronze(spark, table, [topic], config).version == 1
+        # Killed the moment the producer has its last commit acknowledged.
+        manifest += produced(topic, count=600, seed=45, bootstrap=info.bootstrap)[1]
+        broker.kill_broker(info)
+        info = broker.start_broker(data, port=port)
+        manifest += produced(topic, count=300, seed=46, bootstrap=info.bootstrap)[1]
+        after = ingest_bronze(spark, table, [topic], config)
+        assert after.version == 2 and after.records > 0
+        # Once more right after the ingest's commit; the retry of it is a no-op.
+        broker.kill_broker(info)
+        info = broker.start_broker(data, port=port)
+        assert ingest_bronze(spark, table, [topic], config).version is None
+    finally:
+        broker.stop_broker(info)
+    verdict = judge(table, manifest)
+    ledger.record("broker SIGKILL after commits, then restart", 2, verdict.lost, verdict.doubled)
+    assert verdict.exact, f"after a killed broker: {verdict}"
+    assert not overlaps(table), overlaps(table)

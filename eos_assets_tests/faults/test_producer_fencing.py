@@ -16,7 +16,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from pyspark.sql import SparkSession
 
 from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.lag import measure_lag
 from eos_assets.lib.producer import read_manifest
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.defs.test_sensors import Ticker, observed, skip_reason
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
 
@@ -60,7 +64,6 @@ def everything_in_the_log(bootstrap: str, topic: str, partitions: int) -> set[tu
             "group.id": f"audit-{uuid.uuid4().hex}",
             "isolation.level": "read_uncommitted",
             "enable.partition.eof": True,
-            "receive.message.max.bytes": 500_000_000,
         }
     )
     seen: set[tuple[int, int]] = set()
@@ -80,6 +83,33 @@ def everything_in_the_log(bootstrap: str, topic: str, partitions: int) -> set[tu
     return seen
 
 
+def kill_mid_transaction(
+    bootstrap: str, topic: str, tid: str, manifest: Path, env_dir: Path, *extra: str
+) -> None:
+    """Run ``eos-assets produce`` and SIGKILL it early inside a transaction: 3 done, 4th open."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
+    env.update(EOS_KAFKA_BOOTSTRAP=bootstrap, EOS_STATE_DIR=str(env_dir / "state"))
+    cmd = [EOS_ASSETS, "produce", "--topic", topic, "--count", "100000", "--rate", "400"]
+    cmd += ["--transaction-size", "400", "--transactional-id", tid, "--seed", "51"]
+    cmd += ["--manifest", str(manifest), *extra]
+    zombie = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Never near its commit: the open transaction holds 20-200 records.
+        deadline = time.monotonic() + 60
+        while not (
+            manifest.exists()
+            and len(manifest.read_text().splitlines()) >= 1200
+            and 20 <= open_records(bootstrap, topic, 2) < 200
+        ):
+            assert zombie.poll() is None, zombie.communicate()
+            assert time.monotonic() < deadline, "the producer never got going"
+            time.sleep(0.02)
+        zombie.send_signal(signal.SIGKILL)
+    finally:
+        zombie.kill()
+        zombie.communicate()
+
+
 def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_land(
     spark: SparkSession,
     kafka_bootstrap: str,
@@ -92,31 +122,12 @@ def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_lan
     topic = make_topic(partitions=2)
     tid = f"fencing-{uuid.uuid4().hex[:8]}"
     first = tmp_path / "first.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
-    env.update(EOS_KAFKA_BOOTSTRAP=kafka_bootstrap, EOS_STATE_DIR=str(tmp_path / "state"))
-    cmd = [EOS_ASSETS, "produce", "--topic", topic, "--count", "100000", "--rate", "400"]
-    cmd += ["--transaction-size", "400", "--transactional-id", tid, "--seed", "51"]
-    cmd += ["--manifest", str(first)]
-    zombie = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        # Kill it early in a transaction (never near its commit): 3 done, the 4th open.
-        deadline = time.monotonic() + 60
-        while not (
-            first.exists()
-            and len(first.read_text().splitlines()) >= 1200
-            and 20 <= open_records(kafka_bootstrap, topic, 2) < 200
-        ):
-            assert zombie.poll() is None, zombie.communicate()
-            assert time.monotonic() < deadline, "the producer never got going"
-            time.sleep(0.02)
-        zombie.send_signal(signal.SIGKILL)
-    finally:
-        zombie.kill()
-        zombie.communicate()
+    kill_mid_transaction(kafka_bootstrap, topic, tid, first, tmp_path)
     stuck = open_records(kafka_bootstrap, topic, 2)
     assert stuck > 0, "the killed producer must have left a transaction open"
     time.sleep(0.5)
-    assert open_records(kafka_bootstrap, topic, 2) == stuck, "nothing times it out (noida)"
+    # Its timeout is a minute (the default): only the restart below can end it sooner.
+    assert open_records(kafka_bootstrap, topic, 2) == stuck, "the transaction is still open"
 
     manifest = read_manifest(first)
     held_back = ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
@@ -185,3 +196,67 @@ def test_a_live_zombie_cannot_commit_after_it_is_fenced(
     )
     assert not set(sent) & landed, "the zombie's records reached bronze"
     assert verdict.exact, f"after fencing a live zombie: {verdict}"
+
+
+def test_killed_producer_is_aborted_by_its_transaction_timeout(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produced: Callable,
+    table: str,
+    tmp_path: Path,
+    ledger: Ledger,
+) -> None:
+    """Nobody restarts it: the broker aborts its transaction after ``transaction.timeout.ms``.
+
+    Until then every committed record behind the open one is held back from read_committed
+    readers (lag shows the stall and why); then the last stable offset moves on and the
+    ingest takes every committed record, and none of the dead producer's open ones.
+    """
+    topic = make_topic(partitions=2)
+    first = tmp_path / "first.jsonl"
+    timeout_ms = 20_000
+    kill_mid_transaction(
+        kafka_bootstrap, topic, f"timeout-{uuid.uuid4().hex[:8]}", first, tmp_path,
+        "--transaction-timeout-ms", str(timeout_ms),
+    )  # fmt: skip
+    killed_at = time.monotonic()
+    manifest = read_manifest(first)
+    config = {"bootstrap.servers": kafka_bootstrap}
+    stalled = [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
+    early = ingest_bronze(spark, table, [topic], config)
+    lake = LakeResource(root=str(Path(table).parents[1]))
+    tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
+    in_time = time.monotonic() - killed_at < timeout_ms / 1000
+    if in_time:  # the broker has not aborted it yet
+        assert stalled, "an open transaction holds the last stable offset back"
+        assert all("open transaction" in lg.stall_reason() for lg in stalled), stalled
+        # The sensor has nothing to launch (bronze is at the last stable offset) and says why.
+        assert "an open transaction holds" in skip_reason(tick), skip_reason(tick)
+        assert observed(tick)["held_back_total"] > 0
+    # Another producer commits after the open transaction: held back behind it for now.
+    manifest += produced(topic, count=200, seed=71, abort_ratio=0.0, transaction_size=100)[1]
+
+    deadline = time.monotonic() + 60
+    while open_records(kafka_bootstrap, topic, 2):
+        assert time.monotonic() < deadline, "the broker never aborted the dead transaction"
+        time.sleep(0.2)
+    assert not [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
+    ingest_bronze(spark, table, [topic], config)
+
+    known = {(line["partition"], line["offset"]) for line in manifest}
+    zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known
+    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
+    verdict = judge(table, manifest)
+    ledger.record(
+        "producer SIGKILL mid-transaction, no restart",
+        1,
+        verdict.lost,
+        verdict.doubled,
+        f"aborted by its timeout; {early.records} ingested during the stall"
+        + ("; the sensor named it" if in_time else "; stall not checked (slow machine)"),
+    )
+    assert zombie_records, "the open transaction's records are in the log"
+    assert not zombie_records & landed, "an aborted transaction's record reached bronze"
+    assert verdict.exact, f"after the transaction timeout: {verdict}"
+    assert not overlaps(table), overlaps(table)
