@@ -28,6 +28,13 @@ class IngestConfig(dg.Config):
     read_timeout_s: float = Field(
         default=300.0, description="A range not read completely in this time fails the run."
     )
+    accept_data_loss: bool = Field(
+        default=False,
+        description="Go past offsets Kafka deleted (retention, delete-records) before they "
+        "were ingested, recording them as acknowledged loss (eos.lost in the Delta commit). "
+        "Off: such a loss stops the run with one line naming them, nothing committed. Set it "
+        "for the one run that accepts a loss, never as a default.",
+    )
 
 
 @dg.asset(
@@ -48,12 +55,14 @@ def raw_events(
     Positions live in the Delta table's own ``txn`` actions (one per topic-partition); each run
     reads ``[position, last stable offset)`` with read_committed in Spark tasks and commits all
     rows and the new positions in one Delta commit. Kafka group commits are advisory only.
+    Offsets Kafka deleted before they were read stop the run unless ``accept_data_loss``.
     """
     table_uri = lake.table_uri(*RAW_EVENTS.path)
     options = IngestOptions(
         max_records=config.max_records_per_run,
         read_timeout_s=config.read_timeout_s,
         group_id=kafka.consumer_group,
+        accept_data_loss=config.accept_data_loss,
     )
     try:
         client_config = kafka.client_config()
@@ -70,10 +79,18 @@ def raw_events(
     lag = {f"{p.topic}[{p.partition}]": p.lag for p in outcome.plans}
     if outcome.version is None:
         context.log.info("nothing new to ingest")
+    lost = [r.as_dict() for r in outcome.lost]
+    if lost:
+        context.log.warning(
+            f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
+            f"were ingested: {lost}"
+        )
     return dg.MaterializeResult(
         metadata={
             "records": outcome.records,
             "malformed": outcome.malformed,
+            "lost_offsets": outcome.lost_offsets,
+            "lost_ranges": dg.MetadataValue.json(lost),
             "delta_version": outcome.version,
             "ranges": dg.MetadataValue.json(outcome.ranges()),
             "lag_at_plan": dg.MetadataValue.json(lag),

@@ -73,7 +73,9 @@ def _guarded(
     name=OFFSETS_CONTIGUOUS,
     blocking=True,
     description="Committed ranges tile each partition with no hole or overlap; every row lies "
-    "in a range, exactly as many as its commit recorded; (topic, partition, offset) is unique.",
+    "in a range, exactly as many as its commit recorded; (topic, partition, offset) is unique. "
+    "Offsets Kafka deleted before they were ingested and that a run accepted "
+    "(accept_data_loss) tile as acknowledged loss and are listed, never a hole.",
 )
 def offsets_contiguous(lake: LakeResource) -> dg.AssetCheckResult:
     """Prove bronze holds each committed offset range once and nothing else."""
@@ -133,7 +135,9 @@ def fresh_within_max_age(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCh
     asset=RAW_EVENTS,
     name=KAFKA_AUDIT,
     description="Re-reads the retained Kafka log of every partition (read_committed, from the "
-    "low watermark) and compares it with bronze: nothing lost, invented or altered.",
+    "low watermark) and compares it with bronze: nothing lost, invented or altered. Offsets "
+    "Kafka deleted before they were ingested fail it until a run accepts them; accepted ones "
+    "are counted as acknowledged loss.",
 )
 def matches_kafka_log(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
     """Audit bronze against Kafka within EOS_AUDIT_BUDGET_S; a partial audit never passes."""

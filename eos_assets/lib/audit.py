@@ -10,6 +10,11 @@ low watermark, not from a stored position, is what also catches records an inges
 The read stops at a time budget; what was not read is reported as not audited and the audit is
 then *partial*, never a pass. Rows below the low watermark (deleted by retention) cannot be
 checked and are counted apart.
+
+Offsets Kafka deleted before the ingest read them can be compared with nothing. Those an ingest
+was told to skip (``eos.lost`` in its commit) are reported as acknowledged loss, with how many
+offsets; a table position below the low watermark is a loss nobody acknowledged yet, and the
+audit fails on it.
 """
 
 import logging
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from eos_assets.lib import delta_io
+from eos_assets.lib.commit_log import read_ingest_log
 from eos_assets.lib.kafka_offsets import partition_bounds
 from eos_assets.lib.lag import table_positions
 from eos_assets.lib.reader import reader_config
@@ -48,6 +55,19 @@ class PartitionAudit:
     invented: list[int] = field(default_factory=list)
     altered: list[int] = field(default_factory=list)
     below_low: int = 0
+    acknowledged: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def unacknowledged(self) -> tuple[int, int] | None:
+        """Offsets ``[position, low)`` deleted by Kafka before the ingest read them, if any."""
+        if self.position is None or self.position >= self.low:
+            return None
+        return (self.position, self.low)
+
+    @property
+    def lost_offsets(self) -> int:
+        """Offsets acknowledged as lost by an ingest (deleted by Kafka before they were read)."""
+        return sum(end - start for start, end in self.acknowledged)
 
     @property
     def name(self) -> str:
@@ -72,6 +92,9 @@ class PartitionAudit:
             "invented": len(self.invented),
             "altered": len(self.altered),
             "below_low_watermark": self.below_low,
+            "acknowledged_lost_offsets": self.lost_offsets,
+            "acknowledged_lost": [f"[{s}, {e})" for s, e in self.acknowledged[:SAMPLE]],
+            "unacknowledged_lost": _half_open(self.unacknowledged),
             "first_missing": spans(self.missing),
             "first_invented": spans(self.invented),
             "first_altered": spans(self.altered),
@@ -95,9 +118,21 @@ class AuditReport:
         return all(p.complete for p in self.partitions)
 
     @property
+    def unacknowledged(self) -> int:
+        """Offsets deleted by Kafka before the ingest read them, not acknowledged yet."""
+        gone = [p.unacknowledged for p in self.partitions]
+        return sum(end - start for start, end in filter(None, gone))
+
+    @property
+    def lost_offsets(self) -> int:
+        """Offsets acknowledged as lost, all partitions."""
+        return sum(p.lost_offsets for p in self.partitions)
+
+    @property
     def discrepancies(self) -> int:
-        """Missing, invented and altered records, all partitions."""
-        return self._count("missing") + self._count("invented") + self._count("altered")
+        """Missing, invented and altered records and unacknowledged lost offsets."""
+        found = self._count("missing") + self._count("invented") + self._count("altered")
+        return found + self.unacknowledged
 
     @property
     def ok(self) -> bool:
@@ -115,6 +150,14 @@ class AuditReport:
                     f"{self._count(attr)} record(s) {what} in bronze (first: {first.name} "
                     f"offsets {', '.join(spans(getattr(first, attr))[:3])})"
                 )
+        gone = [p for p in self.partitions if p.unacknowledged]
+        if gone:
+            parts.append(
+                f"{self.unacknowledged} offset(s) deleted by Kafka before they were ingested, "
+                f"not acknowledged (first: {gone[0].name} offsets "
+                f"{_half_open(gone[0].unacknowledged)}): the next ingest stops there until run "
+                "with accept_data_loss: true"
+            )
         unread = [p for p in self.partitions if not p.complete]
         if unread:
             parts.append(
@@ -122,13 +165,22 @@ class AuditReport:
                 f"the end within the {self.budget_s:.0f}s budget (EOS_AUDIT_BUDGET_S), first "
                 f"{unread[0].name} up to offset {unread[0].audited_to} of {unread[0].position}"
             )
+        acknowledged = [p for p in self.partitions if p.acknowledged]
+        note = (
+            f"{self.lost_offsets} offset(s) Kafka deleted before they were ingested were "
+            f"acknowledged as lost (first: {acknowledged[0].name} offsets "
+            f"{_half_open(acknowledged[0].acknowledged[0])})"
+            if acknowledged
+            else ""
+        )
         if parts:
-            return "; ".join(parts)
+            return "; ".join([*parts, note] if note else parts)
         records = sum(p.kafka_records for p in self.partitions)
-        return (
+        matched = (
             f"bronze matches the retained Kafka log: {records} committed records in "
             f"{len(self.partitions)} partitions, none lost, invented or altered"
         )
+        return f"{matched}; {note}" if note else matched
 
     def metadata(self) -> dict[str, object]:
         """Totals and the per-partition results."""
@@ -137,6 +189,8 @@ class AuditReport:
             "missing": self._count("missing"),
             "invented": self._count("invented"),
             "altered": self._count("altered"),
+            "acknowledged_lost_offsets": self.lost_offsets,
+            "unacknowledged_lost_offsets": self.unacknowledged,
             "kafka_records": sum(p.kafka_records for p in self.partitions),
             "bronze_rows": sum(p.bronze_rows for p in self.partitions),
             "seconds": round(self.seconds, 3),
@@ -167,6 +221,23 @@ def _span(run: list[int]) -> str:
     return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
 
 
+def _half_open(span: tuple[int, int] | None) -> str | None:
+    return None if span is None else f"[{span[0]}, {span[1]})"
+
+
+def _acknowledged(
+    table_uri: str, storage_options: Mapping[str, str] | None
+) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """The ranges each partition's ingests acknowledged as lost (``eos.lost``), oldest first."""
+    if not delta_io.exists(table_uri, storage_options):
+        return {}
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    lost = read_ingest_log(delta_io.load(table_uri, storage_options)).lost
+    for row in lost.sort_by([("start", "ascending")]).to_pylist():
+        out.setdefault((row["topic"], row["partition"]), []).append((row["start"], row["end"]))
+    return out
+
+
 def audit_bronze(
     client_config: Mapping[str, str],
     topics: Sequence[str],
@@ -191,6 +262,7 @@ def audit_bronze(
     began = time.monotonic()
     bounds = partition_bounds(client_config, topics)
     positions = table_positions(table_uri, list(bounds), storage_options)
+    acknowledged = _acknowledged(table_uri, storage_options)
     rows = _bronze_digests(bronze)
     targets = {tp: (bounds[tp][0], positions[tp] or bounds[tp][0]) for tp in bounds}
     logged, read_to = _read_log(client_config, targets, began + budget_s)
@@ -198,7 +270,9 @@ def audit_bronze(
     for tp in sorted(bounds):
         low, target = targets[tp]
         done = min(read_to.get(tp, low), target)
-        audits.append(_compare(tp, low, positions[tp], done, logged.get(tp, {}), rows.get(tp)))
+        audit = _compare(tp, low, positions[tp], done, logged.get(tp, {}), rows.get(tp))
+        audit.acknowledged = acknowledged.get(tp, [])
+        audits.append(audit)
     return AuditReport(audits, time.monotonic() - began, budget_s)
 
 

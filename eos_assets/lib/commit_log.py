@@ -3,7 +3,9 @@
 Every ingest commit carries ``eos.operation = "ingest"`` and ``eos.ranges`` (one entry per
 topic-partition: ``topic, partition, start, end, records, malformed, gaps``) in its commit
 metadata, and one ``txn`` action per partition (app id ``eos:<topic>:<partition>``) whose
-version is the next offset to read. Other commits (compaction, vacuum) carry no ranges.
+version is the next offset to read. ``eos.lost`` lists the offsets ``topic, partition, start,
+end`` that Kafka had deleted before they were read and that the run was told to skip
+(acknowledged loss). Other commits (compaction, vacuum) carry no ranges.
 """
 
 from collections.abc import Mapping
@@ -27,6 +29,16 @@ RANGE_SCHEMA = pa.schema(
     ]
 )
 
+LOST_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class IngestLog:
@@ -37,11 +49,13 @@ class IngestLog:
         first_version: the oldest version still in the log; above 0 when old log entries
             were cleaned up after a checkpoint, so ranges before it are unknown.
         positions: the ``txn`` version (next offset to read) of each partition with ranges.
+        lost: one row per acknowledged loss, ``LOST_SCHEMA``.
     """
 
     ranges: pa.Table
     first_version: int
     positions: dict[tuple[str, int], int | None]
+    lost: pa.Table
 
     @property
     def complete(self) -> bool:
@@ -56,6 +70,7 @@ class IngestLog:
 def read_ingest_log(dt: DeltaTable) -> IngestLog:
     """Collect the ranges of every ingest commit of ``dt`` and the partitions' positions."""
     rows: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
+    lost: dict[str, list] = {name: [] for name in LOST_SCHEMA.names}
     first_version = dt.version()
     for entry in dt.history():
         version = int(entry["version"])
@@ -70,7 +85,12 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
             }
             for name in RANGE_SCHEMA.names:
                 rows[name].append(row.get(name, 0))
+        for r in entry.get("eos.lost") or []:
+            for name in LOST_SCHEMA.names:
+                lost[name].append(version if name == "version" else r[name])
     ranges = pa.table(rows, schema=RANGE_SCHEMA).sort_by([("version", "ascending")])
-    tps = sorted(set(zip(rows["topic"], rows["partition"], strict=True)))
-    positions = {tp: dt.transaction_version(app_id(*tp)) for tp in tps}
-    return IngestLog(ranges=ranges, first_version=first_version, positions=positions)
+    losses = pa.table(lost, schema=LOST_SCHEMA).sort_by([("version", "ascending")])
+    tps = {*zip(rows["topic"], rows["partition"], strict=True)}
+    tps |= {*zip(lost["topic"], lost["partition"], strict=True)}
+    positions = {tp: dt.transaction_version(app_id(*tp)) for tp in sorted(tps)}
+    return IngestLog(ranges=ranges, first_version=first_version, positions=positions, lost=losses)

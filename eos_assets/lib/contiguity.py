@@ -5,6 +5,10 @@ with no hole and no overlap, the last end must be the partition's ``txn`` positi
 offset must lie inside a committed range, ``(topic, partition, offset)`` must be unique, and
 each range must hold exactly the number of rows its commit recorded. Offsets of a range that
 hold no row (transaction markers, aborted records) are normal: they are counted as ``gaps``.
+
+Offsets Kafka deleted before they were read, and that an ingest was told to skip, are recorded
+in its commit (``eos.lost``): they tile like a range with no row, and are reported as
+acknowledged loss, never as a hole.
 """
 
 from collections.abc import Sequence
@@ -26,6 +30,8 @@ class ContiguityReport:
     ranges: int = 0
     rows: int = 0
     gaps: int = 0
+    lost_offsets: int = 0
+    acknowledged: list[str] = field(default_factory=list)
     rows_before_log: int = 0
     log_complete: bool = True
     holes: list[str] = field(default_factory=list)
@@ -52,10 +58,17 @@ class ContiguityReport:
     def summary(self) -> str:
         """One line: what is wrong first, or what was proven."""
         if self.ok:
-            return (
+            proven = (
                 f"{self.rows} rows in {self.ranges} committed ranges over {self.partitions} "
                 f"partitions tile without hole or overlap; {self.gaps} offsets are gaps "
                 "(transaction markers or aborted records)"
+            )
+            if not self.acknowledged:
+                return proven
+            return (
+                f"{proven}; {self.lost_offsets} offsets in {len(self.acknowledged)} range(s) "
+                "were deleted by Kafka before they were ingested and acknowledged as lost "
+                f"(first: {self.acknowledged[0]})"
             )
         problems = [
             (None, "hole(s) between committed ranges", self.holes),
@@ -79,6 +92,8 @@ class ContiguityReport:
             "ranges": self.ranges,
             "rows": self.rows,
             "gaps": self.gaps,
+            "acknowledged_lost_offsets": self.lost_offsets,
+            "acknowledged_losses": self.acknowledged,
             "log_complete": self.log_complete,
             "rows_before_log": self.rows_before_log,
             "holes": self.holes,
@@ -102,6 +117,12 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
     con = duckdb.connect()
     try:
         con.register("ranges", log.ranges)
+        con.register("lost", log.lost)
+        # What tiles a partition: the ranges read, and the ranges acknowledged as lost.
+        con.execute(
+            'CREATE VIEW tiles AS SELECT version, topic, partition, start, "end" FROM ranges '
+            'UNION ALL SELECT version, topic, partition, start, "end" FROM lost'
+        )
         con.register("bronze_rows", offsets.select(["topic", "partition", "offset"]))
         # OFFSET is an SQL keyword: the column is ``off`` in the queries below.
         con.execute(
@@ -114,6 +135,13 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
             log_complete=log.complete,
         )
         report.gaps = _scalar(con, 'SELECT sum("end" - start - records) FROM ranges')
+        report.lost_offsets = _scalar(con, 'SELECT sum("end" - start) FROM lost')
+        report.acknowledged = [
+            f"{_tp(t, p)} offsets [{s}, {e}) skipped by version {v}"
+            for t, p, s, e, v in con.execute(
+                'SELECT topic, partition, start, "end", version FROM lost ORDER BY ALL'
+            ).fetchall()
+        ]
         _tiling(con, report)
         _positions(con, log, report)
         _rows(con, log, report)
@@ -138,7 +166,7 @@ def _tiling(con: duckdb.DuckDBPyConnection, report: ContiguityReport) -> None:
         """
         SELECT topic, partition, prev_end, start, "end", prev_version, version FROM (
             SELECT *, max("end") OVER w AS prev_end, arg_max(version, "end") OVER w AS prev_version
-            FROM ranges WINDOW w AS (
+            FROM tiles WINDOW w AS (
                 PARTITION BY topic, partition ORDER BY start, version
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
         WHERE prev_end IS NOT NULL AND start <> prev_end
@@ -160,7 +188,7 @@ def _tiling(con: duckdb.DuckDBPyConnection, report: ContiguityReport) -> None:
 
 def _positions(con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityReport) -> None:
     ends = con.execute(
-        'SELECT topic, partition, max("end") FROM ranges GROUP BY ALL ORDER BY ALL'
+        'SELECT topic, partition, max("end") FROM tiles GROUP BY ALL ORDER BY ALL'
     ).fetchall()
     for topic, partition, end in ends:
         position = log.positions.get((topic, partition))

@@ -20,11 +20,13 @@ from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import delta_io, faults
-from eos_assets.lib.errors import EosError, raised_in
+from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.ranges import (
     OffsetRange,
     PartitionPlan,
+    describe,
+    lost_ranges,
     merged_ends,
     plan_ranges,
     split_for_slots,
@@ -47,12 +49,16 @@ class IngestOptions:
         read_timeout_s: a range not read completely within this time fails the run.
         group_id: consumer group that receives the advisory offset commit.
         min_split: ranges are split for idle task slots only down to this many offsets.
+        accept_data_loss: go past offsets Kafka deleted before they were read (retention,
+            delete-records) and record them as acknowledged loss; by default such a loss stops
+            the run before anything is committed.
     """
 
     max_records: int | None = None
     read_timeout_s: float = 300.0
     group_id: str = "eos-assets"
     min_split: int = 50_000
+    accept_data_loss: bool = False
 
 
 @dataclass
@@ -63,6 +69,7 @@ class IngestOutcome:
     version: int | None = None
     plans: list[PartitionPlan] = field(default_factory=list)
     files: list[WrittenFile] = field(default_factory=list)
+    lost: list[OffsetRange] = field(default_factory=list)
     attempts: int = 0
     advisory_committed: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
@@ -71,6 +78,11 @@ class IngestOutcome:
     def records(self) -> int:
         """Records committed by this run."""
         return sum(f.records for f in self.files)
+
+    @property
+    def lost_offsets(self) -> int:
+        """Offsets Kafka had deleted that this run acknowledged as lost and moved past."""
+        return sum(r.size for r in self.lost)
 
     @property
     def malformed(self) -> int:
@@ -126,7 +138,13 @@ def ingest_bronze(
 ) -> IngestOutcome:
     """Ingest every committed record of ``topics`` not yet in the table, exactly once.
 
+    Offsets Kafka deleted before they were read stop the run (``DataLossError``) unless
+    ``options.accept_data_loss``: then the commit moves each such partition's position past
+    them, even with no record after them, and lists them under ``eos.lost``.
+
     Raises:
+        DataLossError: Kafka deleted offsets the table had not read yet, found at plan time
+            (not accepted) or while reading (always); nothing was committed.
         EosError: the broker, a topic or the lake root is unusable, or the ranges could not be
             committed after repeated conflicts with concurrent writers.
     """
@@ -144,20 +162,24 @@ def ingest_bronze(
         seen = delta_io.positions(dt, apps.values())
         plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
         ranges = plan_ranges(plans, options.max_records)
+        lost = lost_ranges(plans)
+        if lost and not options.accept_data_loss:
+            raise DataLossError(_loss_message(lost))
         outcome.plans = plans
         outcome.seconds["plan"] = time.monotonic() - began
-        if not ranges:
+        if not ranges and not lost:
             outcome.seconds["total"] = time.monotonic() - clock
             return outcome
 
         faults.crash_point(faults.AFTER_PLAN)
         began = time.monotonic()
-        files = _read(spark, ranges, read_config, table_uri, options)
+        files = _read(spark, ranges, read_config, table_uri, options) if ranges else []
         outcome.seconds["read"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_FILES)
 
         began = time.monotonic()
-        ends = merged_ends(ranges)
+        # An acknowledged loss moves the position past it even when no record follows it.
+        ends = merged_ends([*lost, *ranges])
         txns = {apps[tp]: end for tp, end in ends.items()}
         # Skip replays: a range committed meanwhile by another run is never committed again.
         latest = delta_io.positions(delta_io.load(table_uri, storage_options), txns)
@@ -165,10 +187,12 @@ def ingest_bronze(
             log.warning("positions moved during run %s; re-planning", outcome.run_id)
             continue
         outcome.files = files
+        outcome.lost = lost
         metadata = {
             "eos.operation": "ingest",
             "eos.run_id": outcome.run_id,
             "eos.ranges": outcome.ranges(),
+            "eos.lost": [r.as_dict() for r in lost],
         }
         actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
         faults.crash_point(faults.BEFORE_COMMIT)
@@ -177,6 +201,7 @@ def ingest_bronze(
         except delta_io.CommitFailedError:
             log.warning("concurrent commit on the same partitions; run %s re-plans", outcome.run_id)
             outcome.files = []
+            outcome.lost = []
             continue
         outcome.seconds["commit"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_COMMIT)
@@ -193,6 +218,15 @@ def ingest_bronze(
     raise EosError(
         f"ingest into {table_uri} lost {MAX_ATTEMPTS} commit races with concurrent writers: "
         "let only one ingest run at a time (the eos_ingest pool) and retry"
+    )
+
+
+def _loss_message(lost: Sequence[OffsetRange]) -> str:
+    total = sum(r.size for r in lost)
+    return (
+        f"Kafka deleted {describe(lost)} before they were ingested ({total} offsets lost to "
+        "retention or delete-records); nothing was committed: to skip them for good and go on, "
+        "materialize bronze/raw_events once with run config accept_data_loss: true"
     )
 
 

@@ -55,8 +55,7 @@ class PartitionPlan:
         position: next offset recorded in Delta, or None when the table has never read it.
         low: the partition's earliest retained offset.
         stable_end: the last stable offset (read_committed end).
-        start: the offset this run starts at.
-        skipped_by_retention: offsets that were deleted by retention before they were read.
+        start: the offset this run starts at (never below the low watermark).
     """
 
     topic: str
@@ -65,12 +64,23 @@ class PartitionPlan:
     low: int
     stable_end: int
     start: int
-    skipped_by_retention: int
 
     @property
     def lag(self) -> int:
         """Offsets between where the table stands and the last stable offset."""
         return self.stable_end - self.start
+
+    @property
+    def lost(self) -> OffsetRange | None:
+        """Offsets ``[position, low)`` Kafka deleted before the table read them, if any.
+
+        Retention (or delete-records) moved the low watermark past the table's position: these
+        offsets can never be read. They may have held records, markers or aborted records; no
+        one can tell any more, so every one of them counts as lost.
+        """
+        if self.position is None or self.position >= self.low:
+            return None
+        return OffsetRange(self.topic, self.partition, self.position, self.low)
 
 
 def start_offsets(
@@ -85,6 +95,10 @@ def start_offsets(
         bounds: ``(low watermark, last stable offset)`` per partition.
         fallback: start for partitions the table has never read (default: the low watermark).
 
+    A partition whose position is below its low watermark starts at the low watermark; its
+    plan's ``lost`` names the offsets Kafka deleted in between, and the ingest refuses to go
+    past them unless told to accept the loss.
+
     Raises:
         EosError: the table is ahead of the topic (the topic was recreated, or this is not the
             broker the table was filled from).
@@ -96,7 +110,6 @@ def start_offsets(
         if position is None:
             start = (fallback or {}).get(tp, low)
             start = min(max(start, low), stable_end)
-            skipped = 0
         elif position > stable_end:
             raise EosError(
                 f"the table has read {tp[0]}[{tp[1]}] up to offset {position} but the topic ends "
@@ -105,9 +118,20 @@ def start_offsets(
             )
         else:
             start = max(position, low)
-            skipped = start - position
-        plans.append(PartitionPlan(tp[0], tp[1], position, low, stable_end, start, skipped))
+        plans.append(PartitionPlan(tp[0], tp[1], position, low, stable_end, start))
     return plans
+
+
+def lost_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
+    """The offsets Kafka deleted before the table read them, one range per partition."""
+    return [lost for p in plans if (lost := p.lost) is not None]
+
+
+def describe(ranges: Sequence[OffsetRange], limit: int = 3) -> str:
+    """``orders[0] offsets [10, 25), orders[2] offsets [4, 9)``, at most ``limit`` named."""
+    named = [f"{r.topic}[{r.partition}] offsets [{r.start}, {r.end})" for r in ranges[:limit]]
+    more = len(ranges) - limit
+    return ", ".join(named) + (f" and {more} more partition(s)" if more > 0 else "")
 
 
 def plan_ranges(

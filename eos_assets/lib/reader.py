@@ -17,10 +17,10 @@ from typing import cast
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from eos_assets.lib.delta_stats import file_stats
-from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.errors import BrokerError, DataLossError
 from eos_assets.lib.faults import MID_READ, crash_point
 from eos_assets.lib.ranges import OffsetRange
 from eos_assets.lib.schema import to_bronze_table
@@ -75,6 +75,8 @@ def fetch_range(
 
     Raises:
         BrokerError: the range could not be read completely before ``timeout_s``.
+        DataLossError: Kafka deleted offsets of the range before they were read (the reader
+            never resets to another offset: ``auto.offset.reset=error``).
     """
     offsets: list[int] = []
     stamps: list[int] = []
@@ -87,7 +89,10 @@ def fetch_range(
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         done = r.start >= r.end
         while not done:
-            batch, done = _records(consumer.consume(10_000, 0.1), r)
+            try:
+                batch, done = _records(consumer.consume(10_000, 0.1), r)
+            except _OffsetsDeleted as gone:
+                raise DataLossError(_deleted_while_reading(consumer, r, gone.offset)) from None
             # The hot path of the ingest: one pass per field over a batch, no per-record branch.
             before = len(offsets)
             offsets += cast("list[int]", [m.offset() for m in batch])  # data records have one
@@ -110,6 +115,30 @@ def fetch_range(
     return to_bronze_table(r.topic, r.partition, offsets, stamps, keys, values)
 
 
+class _OffsetsDeleted(Exception):
+    """The fetch position ``offset`` is below the partition's low watermark now."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+def _deleted_while_reading(consumer: Consumer, r: OffsetRange, offset: int) -> str:
+    where = f"{r.topic}[{r.partition}]"
+    try:
+        low, _ = consumer.get_watermark_offsets(
+            TopicPartition(r.topic, r.partition), timeout=5, cached=False
+        )
+        lost = f"offsets [{offset}, {low})"
+    except KafkaException:
+        lost = f"offsets from {offset} on"
+    return (
+        f"Kafka deleted {where} {lost} while this run was reading [{r.start}, {r.end}) "
+        "(retention or delete-records); nothing was committed: materialize bronze/raw_events "
+        "again to see the whole loss, and accept it with run config accept_data_loss: true"
+    )
+
+
 def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]:
     """The data records of one consumed batch that fall inside ``r``, and whether ``r`` is done.
 
@@ -119,6 +148,7 @@ def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]
 
     Raises:
         BrokerError: the batch holds an error other than partition EOF.
+        _OffsetsDeleted: the fetch position is out of range: Kafka deleted it.
     """
     done = False
     if any([m.error() is not None for m in batch]):
@@ -126,6 +156,8 @@ def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]
             err = m.error()
             if err is None:
                 continue
+            if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                raise _OffsetsDeleted(m.offset() or 0)
             if err.code() != KafkaError._PARTITION_EOF:
                 raise BrokerError(f"reading {r.topic}[{r.partition}] failed: {err.str()}")
             done = done or (m.offset() or 0) >= r.end

@@ -5,6 +5,8 @@ import pytest
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ranges import (
     OffsetRange,
+    describe,
+    lost_ranges,
     merged_ends,
     plan_ranges,
     split_for_slots,
@@ -20,9 +22,32 @@ def test_start_from_table_position_else_low_watermark() -> None:
     assert [(p.partition, p.start, p.lag) for p in plans] == [(0, 40, 60), (1, 7, 43)]
 
 
-def test_position_below_retention_starts_at_low_and_reports_the_loss() -> None:
-    (plan,) = start_offsets({("t", 0): 10}, {("t", 0): (25, 30)})
-    assert (plan.start, plan.skipped_by_retention) == (25, 15)
+def test_position_below_the_low_watermark_names_the_lost_offsets() -> None:
+    plans = start_offsets(
+        {("t", 0): 10, ("t", 1): 25, ("t", 2): 4},
+        {("t", 0): (25, 30), ("t", 1): (25, 40), ("t", 2): (9, 9)},
+    )
+    assert [(p.start, p.lost) for p in plans] == [
+        (25, OffsetRange("t", 0, 10, 25)),
+        (25, None),
+        (9, OffsetRange("t", 2, 4, 9)),
+    ]
+    # A partition with nothing left to read still has its loss named.
+    assert lost_ranges(plans) == [OffsetRange("t", 0, 10, 25), OffsetRange("t", 2, 4, 9)]
+    assert plan_ranges(plans) == [OffsetRange("t", 0, 25, 30), OffsetRange("t", 1, 25, 40)]
+
+
+def test_a_partition_never_read_loses_nothing_by_starting_at_the_low_watermark() -> None:
+    (plan,) = start_offsets({}, {("t", 0): (25, 30)})
+    assert (plan.start, plan.lost) == (25, None)
+
+
+def test_lost_ranges_are_described_in_one_line() -> None:
+    lost = [OffsetRange("t", p, 10 * p, 10 * p + 5) for p in range(5)]
+    assert describe(lost[:1]) == "t[0] offsets [0, 5)"
+    assert describe(lost) == (
+        "t[0] offsets [0, 5), t[1] offsets [10, 15), t[2] offsets [20, 25) and 2 more partition(s)"
+    )
 
 
 def test_table_ahead_of_topic_is_a_clear_error() -> None:
