@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from eos_assets.lib import delta_io
 from eos_assets.lib.contract import Malformed, error_code
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.kafka_tools import group_lag
 from eos_assets.lib.schema import BRONZE_SCHEMA
 from eos_assets_tests.txn_producer import Sent, send_transaction
 
@@ -85,6 +86,28 @@ def test_committed_once_aborted_never_and_rerun_adds_nothing(
     assert again.version is None and again.records == 0
     assert DeltaTable(table).version() == 1
     assert len(rows(table)) == 105
+
+
+def test_kafka_consumer_groups_shows_the_group_at_lag_zero_after_an_ingest(
+    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], table: str
+) -> None:
+    """Kafka's own tool (from the installed jars) sees the advisory commit of the positions."""
+    topic = make_topic(partitions=3)
+    send_transaction(kafka_bootstrap, topic, batch(60, 3))
+    send_transaction(kafka_bootstrap, topic, batch(30, 3, first=60), commit=False)
+    before = group_lag(kafka_bootstrap, "eos-assets")
+    assert not [tp for tp in before if tp[0] == topic], "no offsets before the first ingest"
+    outcome = run(spark, table, kafka_bootstrap, topic)
+    assert outcome.advisory_committed and outcome.records == 60
+    lags = {
+        tp: lag for tp, lag in group_lag(kafka_bootstrap, "eos-assets").items() if tp[0] == topic
+    }
+    assert lags == {(topic, p): 0 for p in range(3)}
+    # Lag counts offsets: one more committed transaction shows up as lag until the next ingest.
+    send_transaction(kafka_bootstrap, topic, batch(3, 3, first=90))
+    assert all(group_lag(kafka_bootstrap, "eos-assets")[(topic, p)] for p in range(3))
+    run(spark, table, kafka_bootstrap, topic)
+    assert {group_lag(kafka_bootstrap, "eos-assets")[(topic, p)] for p in range(3)} == {0}
 
 
 def test_second_batch_continues_where_the_first_ended_and_ranges_tile(
