@@ -7,7 +7,6 @@ invent or alter a record) and sees the check fail with a message and metadata na
 
 import shutil
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from confluent_kafka import Producer
 from dagster_pyspark import LazyPySparkResource
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from pyspark.sql import SparkSession
@@ -277,48 +275,6 @@ def test_a_partial_audit_never_passes(bronze: Bronze, monkeypatch) -> None:
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert "audit partial: 3 of 3 partitions not read to the end" in (result.description or "")
     assert meta(result)["complete"] is False
-
-
-def test_audit_catches_what_the_broker_hid_from_the_ingest(
-    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    """The embedded broker's known bug (ARCHITECTURE.md): after an abort by the same producer
-    id, a read_committed fetch that starts mid-partition skips that producer's later commits.
-    The ingest reads from its position and silently loses them; the audit reads from the low
-    watermark and names them."""
-    topic = make_topic(partitions=1)
-    producer = Producer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "transactional.id": f"test-bug-{uuid.uuid4().hex}",
-            "enable.idempotence": True,
-        }
-    )
-    producer.init_transactions(30)
-
-    def transaction(first: int, commit: bool) -> None:
-        producer.begin_transaction()
-        for key, value in ((k, v) for _, k, v in batch(10, 1, first=first)):
-            producer.produce(topic, key=key, value=value, partition=0)
-        producer.flush(30)
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
-
-    lake = LakeResource(root=str(tmp_path / "lake"))
-    uri = lake.table_uri(*RAW_EVENTS.path)
-    config = {"bootstrap.servers": kafka_bootstrap}
-    transaction(0, commit=True)
-    transaction(10, commit=False)
-    ingest_bronze(spark, uri, [topic], config)
-    transaction(20, commit=True)
-    ingest_bronze(spark, uri, [topic], config)
-    kafka = KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic])
-    # The ingest's own accounting cannot see it: the range [22, 33) holds 0 records, 11 gaps.
-    assert evaluate(checks.offsets_contiguous, lake=lake).passed  # type: ignore[call-arg]
-    result = evaluate(checks.matches_kafka_log, lake=lake, kafka=kafka)
-    m = meta(result)
-    assert not result.passed, result.description
-    assert (m["kafka_records"], m["missing"], m["invented"]) == (20, 10, 0)
-    assert m["partitions"][0]["first_missing"] == ["22-31"]
 
 
 def test_a_failed_blocking_check_stops_everything_downstream(
