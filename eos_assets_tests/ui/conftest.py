@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,9 @@ class DagsterDev:
     bootstrap: str
     lake_root: Path
     log: Path
-    sent: Sent
+    # The lag sensor's ticks before the topic existed, then what was produced into it.
+    waiting_ticks: list[dict] = field(default_factory=list)
+    sent: list[Sent] = field(default_factory=list)
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         """POST a GraphQL request; returns ``data`` (fails the test on GraphQL errors)."""
@@ -104,10 +106,8 @@ def dagster_dev(
     home = root / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster.local.yaml", home / "dagster.yaml")
+    # A new deployment: the topic does not exist until after dagster dev has started.
     topic = f"ui-{uuid.uuid4().hex[:8]}"
-    broker.ensure_topic(kafka_bootstrap, topic, 2)
-    # Produced before the start, so the sensor's very first tick sees the lag.
-    sent = send_transaction(kafka_bootstrap, topic, batch(40, 2))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EOS_", "DAGSTER_"))}
     env.update(
@@ -137,7 +137,7 @@ def dagster_dev(
             command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_default_interrupts,
         )  # fmt: skip
-    dev = DagsterDev(f"http://127.0.0.1:{port}", topic, kafka_bootstrap, root / "lake", log, sent)
+    dev = DagsterDev(f"http://127.0.0.1:{port}", topic, kafka_bootstrap, root / "lake", log)
     try:
         deadline = time.monotonic() + STARTUP_S
         while True:
@@ -151,6 +151,9 @@ def dagster_dev(
         # Declarative automation of silver and gold is proven by test_automation.py; here it
         # would start Spark runs of the whole graph that these tests do not wait for.
         stop_sensor(dev, DOWNSTREAM_SENSOR)
+        dev.waiting_ticks.extend(_waiting_ticks(dev))
+        broker.ensure_topic(kafka_bootstrap, topic, 2)
+        dev.sent.append(send_transaction(kafka_bootstrap, topic, batch(40, 2)))
         yield dev
     finally:
         _stop(proc)
@@ -176,6 +179,32 @@ def stop_sensor(dev: DagsterDev, name: str) -> None:
     sensor_id = dev.graphql(SENSOR_ID, {"name": name})["sensorOrError"]["id"]
     state = dev.graphql(STOP_SENSOR, {"id": sensor_id})["stopSensor"]["instigationState"]
     assert state["status"] == "STOPPED"
+
+
+TICKS = """
+query Ticks($name: String!) {
+  sensorOrError(sensorSelector: {repositoryName: "__repository__",
+                                 repositoryLocationName: "eos_assets", sensorName: $name}) {
+    ... on Sensor { sensorState { ticks(limit: 50) { status skipReason error { message } } } }
+  }
+}
+"""
+
+
+def ticks(dev: DagsterDev, name: str = SENSOR) -> list[dict]:
+    """The sensor's latest ticks, newest first: status, skip reason, error."""
+    return dev.graphql(TICKS, {"name": name})["sensorOrError"]["sensorState"]["ticks"]
+
+
+def _waiting_ticks(dev: DagsterDev) -> list[dict]:
+    """Wait (bounded) for two ticks of the lag sensor while the topic does not exist."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        seen = [t for t in ticks(dev) if t["status"] != "STARTED"]
+        if len(seen) >= 2:
+            return seen
+        assert time.monotonic() < deadline, f"fewer than 2 ticks: {seen}\n{dev.log_tail()}"
+        time.sleep(1)
 
 
 RUNS = """

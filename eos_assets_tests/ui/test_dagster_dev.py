@@ -1,7 +1,7 @@
 """``dagster dev`` end to end: the lag sensor launches an ingest by itself and it succeeds."""
 
 from eos_assets.lib import delta_io
-from eos_assets_tests.ui.conftest import SENSOR, DagsterDev, SensorRun
+from eos_assets_tests.ui.conftest import SENSOR, DagsterDev, SensorRun, ticks
 
 CHECKS = """
 query Checks($runId: ID!) {
@@ -63,7 +63,7 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
     assert checks["event_id_unique"] and all(checks.values()), checks
 
     table = delta_io.read_arrow(str(dagster_dev.lake_root / "bronze" / "raw_events"))
-    sent = {(p, o) for p, o, _, _ in dagster_dev.sent.records}
+    sent = {(p, o) for batch in dagster_dev.sent for p, o, _, _ in batch.records}
     got = set(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
     assert got == sent and table.num_rows == 40
 
@@ -75,3 +75,17 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
         if e["label"] == "lag_total"
     ]
     assert 42 in totals  # 40 records + one commit marker per partition, seen by a sensor tick
+
+
+def test_before_the_topic_exists_the_lag_sensor_skips_with_the_reason_then_runs(
+    dagster_dev: DagsterDev, sensor_run: SensorRun
+) -> None:
+    # Between `make ui` and the first produce: every tick skipped with the reason, none failed.
+    waiting = f"waiting for topic {dagster_dev.topic!r} to be created"
+    assert dagster_dev.waiting_ticks, "no tick before the topic was created"
+    for tick in dagster_dev.waiting_ticks:
+        assert tick["status"] == "SKIPPED" and tick["error"] is None, tick
+        assert (tick["skipReason"] or "").startswith(waiting), tick
+    # Then the topic appeared: the same sensor, never restarted, launched the ingest.
+    assert sensor_run.status == "SUCCESS"
+    assert "FAILURE" not in {t["status"] for t in ticks(dagster_dev)}
