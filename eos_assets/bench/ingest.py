@@ -7,7 +7,9 @@ session's task slots) and the same consumer settings (``read_committed``).
 
 import functools
 import multiprocessing
+import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import delta_io
+from eos_assets.lib import delta_io, kafka_tools
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.lib.kafka_offsets import partition_bounds
 from eos_assets.lib.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
@@ -58,6 +60,39 @@ def ceiling(client: Mapping[str, str], topic: str, slots: int) -> Pass:
         counts = pool.map(functools.partial(_consume, config=dict(config)), ranges, chunksize=1)
         seconds = time.monotonic() - began
     return Pass("ceiling", sum(counts), seconds)
+
+
+def kafka_perf(client: Mapping[str, str], topic: str, records: int) -> Pass:
+    """Kafka's own ``kafka-consumer-perf-test`` reading ``records`` committed records of
+    ``topic`` from the start, with ``read_committed``, in a consumer group of its own.
+
+    Its rate is over the fetch time only (``fetch.nMsg.sec``): the group join before the first
+    record is left out, as the ceiling's process start is.
+    """
+    settings = {k: v for k, v in client.items() if k != "bootstrap.servers"}
+    settings |= {"isolation.level": "read_committed", "auto.offset.reset": "earliest"}
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as props:
+        props.write("".join(f"{k}={v}\n" for k, v in settings.items()))
+    try:
+        out = kafka_tools.run_tool(
+            kafka_tools.CONSUMER_PERF,
+            [
+                "--bootstrap-server", client["bootstrap.servers"], "--topic", topic,
+                "--num-records", str(records), "--command-config", props.name,
+                "--group", f"bench-perf-{uuid.uuid4().hex[:8]}", "--timeout", "30000",
+            ],
+        )  # fmt: skip
+    finally:
+        Path(props.name).unlink(missing_ok=True)
+    lines = [line for line in out.splitlines() if line.count(",") >= 9]
+    header, row = (
+        [c.strip() for c in lines[0].split(",")],
+        [c.strip() for c in lines[-1].split(",")],
+    )
+    stats = dict(zip(header, row, strict=False))
+    consumed = int(float(stats["data.consumed.in.nMsg"]))
+    seconds = float(stats["fetch.time.ms"]) / 1000
+    return Pass("kafka-consumer-perf-test", consumed, seconds)
 
 
 def _warm(config: dict[str, str]) -> None:

@@ -139,26 +139,3 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of process ``pid`` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_until_idle(
-    pid: int | None, busy: float = 0.05, quiet_s: float = 2.0, limit_s: float = 120.0
-) -> float:
-    """Wait until process ``pid`` has used less than ``busy`` of a core in each half second for
-    ``quiet_s`` in a row (at most ``limit_s``); return the seconds waited. Nothing to wait for
-    without a pid.
-
-    The embedded broker rewrites its whole state after a write: with 1M records held, it
-    kept one core busy for about 4.5 s after the advisory offset commit of an ingest pass, and
-    the rewrite can start a moment after the write, so one quiet half second is not enough.
-    """
-    if pid is None:
-        return 0.0
-    began = time.monotonic()
-    last, quiet = cpu_seconds(pid), 0.0
-    while quiet < quiet_s and time.monotonic() - began < limit_s:
-        time.sleep(0.5)
-        now = cpu_seconds(pid)
-        quiet = quiet + 0.5 if now - last < busy * 0.5 else 0.0
-        last = now
-    return time.monotonic() - began

@@ -32,7 +32,7 @@ def run_profile(options: BenchOptions) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="eos-bench-profile-", dir=options.work))
     summary: list[str] = []
-    with bench_kafka(work) as (bootstrap, client, _):
+    with bench_kafka(work) as (bootstrap, client):
         stream = Stream(bootstrap, client, work, "profile", options.producers)
         stream.extend(options.events)
         start_spark(options.master)

@@ -9,7 +9,7 @@ from pathlib import Path
 from eos_assets.bench import memory, stages
 from eos_assets.bench.freshness import freshness_stage
 from eos_assets.bench.lake import BRONZE, DERIVED, UNCAPPED, BenchLake, RunTimes, start_spark
-from eos_assets.bench.machine import machine_info, wait_until_idle
+from eos_assets.bench.machine import machine_info
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import Stream, bench_kafka
@@ -28,14 +28,10 @@ def run_bench(options: BenchOptions) -> BenchReport:
     work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     try:
-        if options.only != ("freshness",):
-            with bench_kafka(work) as (bootstrap, client, broker_pid):
-                _measured(options, report, work, bootstrap, client, broker_pid)
-        if options.runs("freshness"):
-            # A broker of its own (unless EOS_KAFKA_BOOTSTRAP is set): the embedded broker
-            # rewrites its whole state after writes, and with the 6M records of the stages
-            # above that work would compete with the runs under measure.
-            with bench_kafka(work / "freshness") as (bootstrap, client, _):
+        with bench_kafka(work) as (bootstrap, client):
+            if options.only != ("freshness",):
+                _measured(options, report, work, bootstrap, client)
+            if options.runs("freshness"):
                 for line in freshness_stage(bootstrap, client, work / "freshness", options):
                     report.add(line)
     finally:
@@ -58,16 +54,15 @@ def _measured(
     work: Path,
     bootstrap: str,
     client: dict,
-    broker_pid: int | None,
 ) -> None:
     spark = start_spark(o.master)
     slots = spark.sparkContext.defaultParallelism
     small = Stream(bootstrap, client, work, "main", o.producers)
-    _produced(report, small, o.events, broker_pid)
+    _produced(report, small, o.events)
     ceiling: float | None = None
     if o.runs("ingest"):
         lines = stages.ingest_stage(
-            spark, client, small.topic, work / "ingest", o.repeats, broker_pid
+            spark, client, small.topic, work / "ingest", o.repeats, small.produced
         )
         for line in lines:
             report.add(line)
@@ -88,11 +83,11 @@ def _measured(
         report.add(stages.peer_line(l1, first, slots))
     inc_small: RunTimes | None = None
     if o.runs("incremental"):
-        _produced(report, small, o.batch, broker_pid)
+        _produced(report, small, o.batch)
         inc_small = l1.materialize([*BRONZE, *DERIVED])
     if o.runs("incremental") or o.runs("memory") or o.runs("checks"):
         big = Stream(bootstrap, client, work, "big", o.producers)
-        _produced(report, big, o.big, broker_pid)
+        _produced(report, big, o.big)
         l5 = BenchLake(work / "lake-big", bootstrap, big.topic, o.master)
         if probe_small is not None:
             probe_big = memory.probe(bootstrap, big.topic, l5.root, o.master, _memory_cap(o))
@@ -113,12 +108,11 @@ def _measured(
             )
         )
         if inc_small is not None:
-            _produced(report, big, o.batch, broker_pid)
+            _produced(report, big, o.batch)
             inc_big = l5.materialize([*BRONZE, *DERIVED])
             sizes = f"{big.produced - o.batch:,} vs {small.produced - o.batch:,} events"
             report.add(stages.increment_line(inc_small, inc_big, o.batch, sizes))
         if o.runs("checks"):
-            wait_until_idle(broker_pid)
             for line in stages.checks_stage(l5, big.produced):
                 report.add(line)
 
@@ -129,11 +123,9 @@ def _memory_cap(o: BenchOptions) -> int:
     return max(1, o.events // 2)
 
 
-def _produced(report: BenchReport, stream: Stream, count: int, broker_pid: int | None) -> None:
-    """Produce ``count`` more events, report the rate, and wait until the broker is idle
-    (``machine.wait_until_idle``), so that the next measurement has the machine to itself."""
+def _produced(report: BenchReport, stream: Stream, count: int) -> None:
+    """Produce ``count`` more events and report the rate."""
     rate = stream.extend(count)
-    wait_until_idle(broker_pid)
     report.add(
         Measurement(
             "data",

@@ -24,10 +24,9 @@ DUPLICATE_RATIO, LATE_RATIO, MALFORMED_RATIO = 0.02, 0.01, 0.01
 
 
 @contextlib.contextmanager
-def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str], int | None]]:
-    """Bootstrap servers, client config (``bootstrap.servers`` and any ``EOS_KAFKA_*``
-    property) and the embedded broker's pid: ``EOS_KAFKA_BOOTSTRAP`` (no pid), or a broker of
-    its own.
+def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """Bootstrap servers and client config (``bootstrap.servers`` and any ``EOS_KAFKA_*``
+    property): ``EOS_KAFKA_BOOTSTRAP``, or an embedded broker of its own.
 
     The embedded broker keeps its data under ``work`` and is stopped (SIGTERM) at the end.
     """
@@ -35,15 +34,11 @@ def bench_kafka(work: Path) -> Iterator[tuple[str, dict[str, str], int | None]]:
     client = dict(settings.kafka_client)
     if settings.kafka_bootstrap:
         broker.check_reachable(settings.kafka_bootstrap, client)
-        yield (
-            settings.kafka_bootstrap,
-            {**client, "bootstrap.servers": settings.kafka_bootstrap},
-            None,
-        )
+        yield settings.kafka_bootstrap, {**client, "bootstrap.servers": settings.kafka_bootstrap}
         return
     info = broker.start_broker(work / "kafka")
     try:
-        yield info.bootstrap, {**client, "bootstrap.servers": info.bootstrap}, info.pid
+        yield info.bootstrap, {**client, "bootstrap.servers": info.bootstrap}
     finally:
         broker.stop_broker(info)
 
