@@ -1,7 +1,9 @@
 """One outbound run in a process of its own, for the tests to kill at a crash point.
 
 ``python -m eos_assets_tests.outbound.run_once publish --table URI --bootstrap B --topic T``
-publishes window revisions; ``... notify --kpi URI --windows URI --ledger URI [--url U]``
+publishes window revisions (``--transaction-timeout-ms`` sets the producer's
+``transaction.timeout.ms``: long, so that a paused run's transaction cannot expire during a
+test and only fencing can end it); ``... notify --kpi URI --windows URI --ledger URI [--url U]``
 delivers alerts (policy from ``EOS_ALERT_*``). Prints one line ``EOS_OUTCOME <json>``; an
 ``EosError`` exits with code 3. No Spark is started.
 """
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--bootstrap", required=True)
     pub.add_argument("--topic", required=True)
     pub.add_argument("--max-records", type=int, default=10_000)
+    pub.add_argument("--transaction-timeout-ms", type=int, default=None)
     alerts = sub.add_parser("notify")
     alerts.add_argument("--kpi", required=True)
     alerts.add_argument("--windows", required=True)
@@ -37,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "publish":
             config = {"bootstrap.servers": args.bootstrap}
+            if args.transaction_timeout_ms is not None:
+                config["transaction.timeout.ms"] = str(args.transaction_timeout_ms)
             result = asdict(publish_windows(args.table, config, args.topic, 3, args.max_records))
         else:
             policy = AlertPolicy.from_env()

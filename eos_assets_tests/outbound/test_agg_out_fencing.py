@@ -26,6 +26,9 @@ from eos_assets_tests.outbound.conftest import (
 )
 from eos_assets_tests.outbound.test_agg_out import publish_args, published, score
 
+# Zombies' transactions outlive any test (the broker's limit is 15 min): only fencing ends them.
+ZOMBIE_TIMEOUT_MS = 600_000
+
 
 def committed_position(bootstrap: str, topic: str, table: str) -> int | None:
     """The position of the table's publisher that a read_committed reader sees."""
@@ -44,6 +47,7 @@ def test_a_paused_zombie_publisher_is_fenced_by_the_next_run_and_its_commit_fail
     table = windows_uri(gold_lakes.final)
     topic = f"agg-out-zombie-{uuid.uuid4().hex[:6]}"
     args = publish_args(table, kafka_bootstrap, topic)
+    args += ["--transaction-timeout-ms", str(ZOMBIE_TIMEOUT_MS)]
     point = outbound_publish.AFTER_SEND
     zombie = run_outbound(*args, pause_at=point, pause_dir=tmp_path, wait=False)
     wait_for_files(tmp_path, f"{point}-*.ready", 1, 90, zombie)  # its first transaction open
@@ -77,7 +81,9 @@ def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_show
     outbound_position.ensure_topics(config, topic, 3)
     # An earlier run, still alive, sends a revision and claims the whole table as published,
     # but has not committed yet.
-    zombie = outbound_position.start(config, topic, outbound_publish.publisher_id(topic, table))
+    publisher = outbound_publish.publisher_id(topic, table)
+    zombie_config = {**config, "transaction.timeout.ms": str(ZOMBIE_TIMEOUT_MS)}
+    zombie = outbound_position.start(zombie_config, topic, publisher)
     row = read_rows(DeltaTable(table), WINDOW_SCHEMA).to_pylist()[0]
     value = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
     zombie.producer.begin_transaction()
@@ -88,10 +94,10 @@ def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_show
     assert zombie.producer.flush(30) == 0
     assert open_records(kafka_bootstrap, topic) == 1
     successor = outbound_publish.publish_windows(table, config, topic, 3, 25)
-    assert successor.transactional_id == zombie.transactional_id
     with pytest.raises(KafkaException) as refused:
         zombie.producer.commit_transaction(30)
     assert refused.value.args[0].fatal()
+    assert successor.transactional_id == zombie.transactional_id
     want = history(table)
     records = published(read_committed, topic)
     doubled, skipped, invented = score(records, want)
