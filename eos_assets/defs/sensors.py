@@ -21,6 +21,7 @@ from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.errors import TopicMissingError
 from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
 from eos_assets.lib.limits import Limits
+from eos_assets.lib.ranges import ACCEPT_LOSS, loss_summary
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import quick_start_run_config
@@ -157,6 +158,15 @@ def ingest_on_kafka_lag(
     history.retain(lg.key for lg in lags)
     for lg in lags:
         history.add(lg.key, Sample(now, lg.start, lg.end), limits.lag_window)
+    lost = [r for lg in lags if (r := lg.lost) is not None]
+    if lost:
+        # An ingest would stop at the loss: launching one per tick would only fail runs.
+        reason = f"{loss_summary(lost)}; no ingest is launched until it is accepted: {ACCEPT_LOSS}"
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(reason),
+            cursor=history.to_json(),
+            asset_events=[_observation(lags, history, now, limits, reason)],
+        )
     ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
     only_markers = bool(ages) and all(
         lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0

@@ -23,9 +23,10 @@ from eos_assets.lib import delta_io, faults
 from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.ranges import (
+    ACCEPT_LOSS,
     OffsetRange,
     PartitionPlan,
-    describe,
+    loss_summary,
     lost_ranges,
     merged_ends,
     plan_ranges,
@@ -222,11 +223,9 @@ def ingest_bronze(
 
 
 def _loss_message(lost: Sequence[OffsetRange]) -> str:
-    total = sum(r.size for r in lost)
     return (
-        f"Kafka deleted {describe(lost)} before they were ingested ({total} offsets lost to "
-        "retention or delete-records); nothing was committed: to skip them for good and go on, "
-        "materialize bronze/raw_events once with run config accept_data_loss: true"
+        f"{loss_summary(lost)}; nothing was committed: to skip them for good and go on, "
+        f"{ACCEPT_LOSS}"
     )
 
 

@@ -18,7 +18,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.lib import delta_io
 from eos_assets.lib.kafka_offsets import high_watermarks, partition_bounds
-from eos_assets.lib.ranges import app_id, start_offsets
+from eos_assets.lib.ranges import OffsetRange, app_id, start_offsets
 from eos_assets.lib.reader import reader_config
 
 _quiet = logging.getLogger(f"{__name__}.librdkafka")
@@ -61,6 +61,13 @@ class PartitionLag:
     def lag(self) -> int:
         """Offsets not yet in the table (records, transaction markers, aborted records)."""
         return self.end - self.start
+
+    @property
+    def lost(self) -> OffsetRange | None:
+        """Offsets ``[position, low)`` Kafka deleted before the table read them, if any."""
+        if self.position is None or self.position >= self.low:
+            return None
+        return OffsetRange(self.topic, self.partition, self.position, self.low)
 
     @property
     def held_back(self) -> int:

@@ -127,6 +127,19 @@ def lost_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
     return [lost for p in plans if (lost := p.lost) is not None]
 
 
+# How a user accepts offsets Kafka deleted before they were ingested.
+ACCEPT_LOSS = "materialize bronze/raw_events once with run config accept_data_loss: true"
+
+
+def loss_summary(lost: Sequence[OffsetRange]) -> str:
+    """``Kafka deleted orders[0] offsets [10, 25) before they were ingested (15 offsets ...)``."""
+    total = sum(r.size for r in lost)
+    return (
+        f"Kafka deleted {describe(lost)} before they were ingested ({total} offsets lost to "
+        "retention or delete-records)"
+    )
+
+
 def describe(ranges: Sequence[OffsetRange], limit: int = 3) -> str:
     """``orders[0] offsets [10, 25), orders[2] offsets [4, 9)``, at most ``limit`` named."""
     named = [f"{r.topic}[{r.partition}] offsets [{r.start}, {r.end})" for r in ranges[:limit]]

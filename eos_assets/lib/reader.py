@@ -25,14 +25,14 @@ from eos_assets.lib.faults import MID_READ, crash_point
 from eos_assets.lib.ranges import OffsetRange
 from eos_assets.lib.schema import to_bronze_table
 
-# The embedded broker may answer one fetch with the whole rest of a partition.
+# What every range reader needs; librdkafka's own fetch limits (fetch.max.bytes,
+# queued.max.messages.kbytes) bound what one fetch and its prefetch queue hold.
 _READER_DEFAULTS = {
     "group.id": "eos-assets-reader",
     "enable.auto.commit": "false",
     "enable.partition.eof": "true",
     "isolation.level": "read_committed",
     "auto.offset.reset": "error",
-    "receive.message.max.bytes": "1000000000",
 }
 # Bronze files: dictionary pages only for the columns with few distinct values, and Parquet
 # statistics only where a reader can prune with them. Dictionary attempts on ids and raw

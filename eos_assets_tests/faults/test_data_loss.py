@@ -27,6 +27,7 @@ from eos_assets.lib.reader import fetch_range, reader_config
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.defs.test_sensors import Ticker, skip_reason
 from eos_assets_tests.faults.harness import (
     FAILED,
     Ledger,
@@ -134,6 +135,11 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     assert (DeltaTable(table).version(), bronze_keys(table)) == before
     with pytest.raises(DataLossError, match=rf"\[{position}, {cut}\)"):
         ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    # The lag sensor launches no run that would stop at the loss; it says why and what to do.
+    lake = LakeResource(root=lake_root)
+    tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
+    assert f"Kafka deleted {topic}[0] offsets [{position}, {cut})" in skip_reason(tick)
+    assert "accept_data_loss: true" in skip_reason(tick)
     # The audit sees the loss nobody accepted yet, and fails on it.
     audit = checks.matches_kafka_log(
         lake=LakeResource(root=lake_root),
