@@ -35,7 +35,9 @@ def require_java(user: str = "Spark") -> str:
     else:
         which = shutil.which("java")
         if which is None:
-            raise JavaMissingError(f"Java is not installed and {user} needs it: {_INSTALL}")
+            raise JavaMissingError(
+                f"Java is not installed and {user} needs it: {_INSTALL} or set JAVA_HOME"
+            )
         found = which
     version = java_version(found)
     if version is not None and version < MIN_VERSION:
