@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Java parts from Maven Central, one folder per pom of deploy/maven/ (never committed).
 JARS := .jars
-JAR_STAMPS := $(JARS)/kafka/.installed
+JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
 .PHONY: install jars java maven demo test lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres

@@ -4,6 +4,7 @@ import argparse
 import socket
 import sys
 
+from eos_assets.lib import jars
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.java import require_java
 
@@ -20,12 +21,14 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 1 with one line saying what to do when Java is missing or a port is busy."""
+    """Exit 1 with one line saying what to do when Java or the Delta jars every Spark session
+    loads are missing, or a port is busy."""
     parser = argparse.ArgumentParser(prog="python -m eos_assets.preflight")
     parser.add_argument("--port", type=int, action="append", default=[], help="must be free")
     args = parser.parse_args(argv)
     try:
         require_java()
+        jars.jar_dir("delta")
     except EosError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,5 @@
-"""`make demo|test|ui` stop with one line when Java is missing or a port is busy."""
+"""`make demo|test|ui` stop with one line when Java or the Delta jars are missing or a port is
+busy."""
 
 import os
 import socket
@@ -48,3 +49,10 @@ def test_busy_port_is_one_line_with_the_fix() -> None:
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"port {port} is busy" in lines[0]
+
+
+def test_no_delta_jars_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    done = run_preflight(env={**os.environ, "EOS_JARS_DIR": str(tmp_path)})
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "delta jars are missing" in lines[0] and "make install" in lines[0]

@@ -38,3 +38,8 @@ def jar_dir(name: str) -> Path:
 def classpath(name: str) -> str:
     """Return a Java class path of every jar of pom ``name``."""
     return str(jar_dir(name) / "*")
+
+
+def jar_files(name: str) -> list[Path]:
+    """Return every jar of pom ``name``, sorted by name (a list for ``spark.jars``)."""
+    return sorted(jar_dir(name).glob("*.jar"))

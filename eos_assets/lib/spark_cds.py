@@ -7,10 +7,11 @@ into later JVMs (``-XX:SharedArchiveFile``). ``build`` writes the archive once p
 a JVM that ran the kinds of Spark work the assets run; ``driver_java_options`` points every
 later driver at it.
 
-The archive only holds for the Java runtime and Spark jars it was written with, so its file
-name carries a key of both: after an upgrade the old file is simply not found, and ``build``
-writes a new one. A JVM that cannot use an archive says so in one warning line and starts
-without it; it never fails because of it. With no archive, nothing changes but the start time.
+The archive only holds for the Java runtime and Spark jars it was written with (pyspark's and
+Delta's, which every session loads), so its file name carries a key of all of them: after an
+upgrade the old file is simply not found, and ``build`` writes a new one. A JVM that cannot
+use an archive says so in one warning line and starts without it; it never fails because of it.
+With no archive, nothing changes but the start time.
 """
 
 import argparse
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pyspark
 
+from eos_assets.lib import jars
 from eos_assets.lib.errors import EosError
 
 _BUILD_TIMEOUT_S = 600
@@ -36,13 +38,17 @@ def _java() -> Path | None:
 
 
 def archive_path() -> Path | None:
-    """Where this install's archive is (or would be written); None without a Java runtime."""
+    """Where this install's archive is (or would be written); None without a Java runtime.
+
+    Raises:
+        ConfigError: the Delta jars are not installed.
+    """
     java = _java()
     if java is None:
         return None
-    jars = Path(pyspark.__file__).parent / "jars"
+    spark_jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
     key = hashlib.sha256()
-    for part in (java, *sorted(jars.glob("*.jar"))):
+    for part in (java, *spark_jars, *jars.jar_files("delta")):
         stat = part.stat()
         key.update(f"{part}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     key.update(pyspark.__version__.encode())
@@ -123,6 +129,9 @@ def _record(target: Path) -> None:
         ).collect()
         spark.sparkContext.parallelize(range(4), 4).map(lambda n: n * 2).collect()
         spark.createDataFrame([(1, "a")], "n long, s string").toArrow()
+        read.write.format("delta").save(f"{scratch}/delta")
+        spark.read.format("delta").load(f"{scratch}/delta").where("offset < 10").count()
+        spark.sql(f"DESCRIBE HISTORY delta.`{scratch}/delta`").collect()
     spark.stop()
     # The JVM writes the archive as it exits, which it does when its stdin closes.
     assert proc is not None and proc.stdin is not None

@@ -144,6 +144,11 @@ def test_the_dockerfile_installs_like_the_makefile_as_a_non_root_user() -> None:
     assert steps[0][0] == "FROM" and steps[0][1].startswith("python:3.11-slim")
     runs = [args for instruction, args in steps if instruction == "RUN"]
     assert any("openjdk-17-jre-headless" in args for args in runs)
+    # Delta's jars where jars.jar_dir("delta") looks for them (the image's .jars).
+    assert any(
+        "deploy/maven/delta/pom.xml" in args and "-DoutputDirectory=/opt/eos/.jars/delta" in args
+        for args in runs
+    )
     installs = [words for args in runs for words in cf.pip_installs(args)]
     assert installs and all(words == cf.makefile_install() for words in installs), installs
     users = [args for instruction, args in steps if instruction == "USER"]

@@ -1,10 +1,14 @@
 """The driver's class archive: written once per install, mapped by every later driver JVM."""
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from eos_assets.lib import spark_cds
+import pytest
+
+from eos_assets.lib import jars, spark_cds
 from eos_assets.lib.spark_env import spark_config
 
 # A fresh driver JVM, its class loading logged to a file: which classes came from the archive.
@@ -76,3 +80,16 @@ def test_a_fresh_driver_maps_spark_classes_from_the_archive_and_without_it_loads
     assert (tmp_path / "classes-off.log.jit").read_text() == "4"
     assert "shared objects file" not in loaded["org.apache.spark.SparkContext"]
     assert not any("(top)" in source for source in loaded.values())
+
+
+def test_the_archive_key_covers_the_delta_jars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every driver loads Delta's classes from .jars/delta, and the archive holds them: a new
+    # Delta jar must be a new archive, as a new Spark jar is.
+    shutil.copytree(jars.jar_dir("delta"), tmp_path / "delta")
+    monkeypatch.setenv("EOS_JARS_DIR", str(tmp_path))
+    before = spark_cds.archive_path()
+    jar = next((tmp_path / "delta").glob("delta-spark_*.jar"))
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert before is not None and spark_cds.archive_path() not in (None, before)
