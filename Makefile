@@ -6,8 +6,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Java parts from Maven Central, one folder per pom of deploy/maven/ (never committed).
+# spark-kafka and kafka-streams are the bench's peers (Spark Structured Streaming, Kafka
+# Streams), each in a folder of its own: Spark's kafka-clients 3.9.2 never meets the broker's.
 JARS := .jars
-JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed
+JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
+	$(JARS)/spark-kafka/.installed $(JARS)/kafka-streams/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
 .PHONY: install jars java maven demo test lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
