@@ -26,6 +26,7 @@ from eos_assets.lib import broker
 from eos_assets.preflight import port_free
 from eos_assets_tests.lib.test_ingest import batch
 from eos_assets_tests.txn_producer import Sent, send_transaction
+from eos_assets_tests.ui.chromium import click_and_read
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -46,6 +47,9 @@ class DagsterDev:
     log: Path
     # The lag sensor's ticks before the topic existed, then what was produced into it.
     waiting_ticks: list[dict] = field(default_factory=list)
+    # The text of the sensor's page in Chromium at that moment, the latest tick's details
+    # open (its screenshot is ``waiting_ticks.png`` beside the log).
+    waiting_pages: list[str] = field(default_factory=list)
     sent: list[Sent] = field(default_factory=list)
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
@@ -152,6 +156,7 @@ def dagster_dev(
         # would start Spark runs of the whole graph that these tests do not wait for.
         stop_sensor(dev, DOWNSTREAM_SENSOR)
         dev.waiting_ticks.extend(_waiting_ticks(dev))
+        dev.waiting_pages.append(_render_sensor_page(dev, root))
         broker.ensure_topic(kafka_bootstrap, topic, 2)
         dev.sent.append(send_transaction(kafka_bootstrap, topic, batch(40, 2)))
         yield dev
@@ -205,6 +210,22 @@ def _waiting_ticks(dev: DagsterDev) -> list[dict]:
             return seen
         assert time.monotonic() < deadline, f"fewer than 2 ticks: {seen}\n{dev.log_tail()}"
         time.sleep(1)
+
+
+SENSOR_PAGE = f"/locations/eos_assets/sensors/{SENSOR}"
+
+
+def _render_sensor_page(dev: DagsterDev, root: Path) -> str:
+    """The lag sensor's page in Chromium with the latest tick's details open, as its text."""
+    # What a first-time visitor dismisses with "Skip": the community sign-up dialog.
+    assert dev.graphql("mutation { setNuxSeen }")["setNuxSeen"] is True
+    return click_and_read(
+        dev.url + SENSOR_PAGE,
+        root / "chromium-profile",
+        root / "waiting_ticks.png",
+        click="0 runs requested",
+        expect=f"waiting for topic {dev.topic!r}",
+    )
 
 
 RUNS = """
