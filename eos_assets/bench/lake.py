@@ -38,9 +38,14 @@ ALL_CHECKS = [
 ]
 
 
-def start_spark(master: str) -> SparkSession:
-    """The bench's one SparkSession; the assets' resource reuses it (``getOrCreate``)."""
+def start_spark(master: str, extra_jars: Sequence[str] = ()) -> SparkSession:
+    """The bench's one SparkSession; the assets' resource reuses it (``getOrCreate``).
+
+    ``extra_jars`` join Delta's in ``spark.jars`` (the peers' Spark Kafka source).
+    """
     config = {**spark_config(master, app_name="eos_bench"), "spark.ui.enabled": "false"}
+    if extra_jars:
+        config["spark.jars"] = ",".join([config["spark.jars"], *extra_jars])
     spark = spark_session(LazyPySparkResource(spark_config=config))
     spark.sparkContext.setLogLevel("ERROR")
     return spark

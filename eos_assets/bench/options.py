@@ -30,6 +30,8 @@ class BenchOptions:
         keep: keep the scratch folder.
         update_doc: replace the table in this Markdown file (between the bench markers).
         profile: profile one ingest and the derived assets instead of measuring.
+        peers: also run the systems users would pick instead (Spark Structured Streaming,
+            Kafka Streams, kafka-producer-perf-test) on the same data (``peers.py``).
     """
 
     events: int = 1_000_000
@@ -46,6 +48,7 @@ class BenchOptions:
     keep: bool = False
     update_doc: Path | None = None
     profile: bool = False
+    peers: bool = False
 
     def runs(self, stage: str) -> bool:
         """True when ``stage`` is selected."""
@@ -70,6 +73,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add("--keep", action="store_true", help="keep the scratch folder (broker data, lakes)")
     add("--update-doc", type=Path, default=None, help="replace the table in this Markdown file")
     add("--profile", action="store_true", help="profile one ingest and the derived assets")
+    add("--peers", action="store_true", help="also run SS and Kafka Streams peers")
 
 
 def bench_options(args: argparse.Namespace) -> BenchOptions:
@@ -100,4 +104,5 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
         keep=args.keep,
         update_doc=args.update_doc,
         profile=args.profile,
+        peers=args.peers,
     )

@@ -3,16 +3,20 @@
 import os
 import shutil
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eos_assets.bench import memory, stages
+from pyspark.sql import SparkSession
+
+from eos_assets.bench import chart, compare, memory, peers, stages, structured
 from eos_assets.bench.freshness import freshness_stage
 from eos_assets.bench.lake import BRONZE, DERIVED, UNCAPPED, BenchLake, RunTimes, start_spark
 from eos_assets.bench.machine import machine_info
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
-from eos_assets.bench.stream import Stream, bench_kafka
+from eos_assets.bench.stream import PARTITIONS, Stream, bench_kafka
+from eos_assets.lib import broker
 
 
 def run_bench(options: BenchOptions) -> BenchReport:
@@ -41,10 +45,13 @@ def run_bench(options: BenchOptions) -> BenchReport:
     report.finished = datetime.now(UTC).isoformat(timespec="seconds")
     report.load_end = list(os.getloadavg())
     json_path, md_path = report.write(options.out)
+    png = chart.write_chart(report.measurements, json_path.with_suffix(".png"))
     print(report.markdown())
-    print(f"bench: results in {json_path} and {md_path}")
+    print(f"bench: results in {json_path} and {md_path}" + (f", chart {png}" if png else ""))
     if options.update_doc is not None and update_doc(options.update_doc, report.markdown()):
         print(f"bench: table updated in {options.update_doc}")
+        if png is not None:
+            shutil.copyfile(png, options.update_doc.with_suffix(".png"))
     return report
 
 
@@ -55,18 +62,30 @@ def _measured(
     bootstrap: str,
     client: dict,
 ) -> None:
-    spark = start_spark(o.master)
+    spark = start_spark(o.master, structured.kafka_jars() if o.peers else ())
     slots = spark.sparkContext.defaultParallelism
     small = Stream(bootstrap, client, work, "main", o.producers)
     _produced(report, small, o.events)
     ceiling: float | None = None
     if o.runs("ingest"):
+        ss = work / "ss-ingest"
+        ss_runs: list[structured.StreamRun] = []
+        if o.peers:  # one uncounted pass, as for ours
+            structured.ingest(spark, client, small.topic, ss / "warm-up")
+
+        def ss_round(i: int) -> None:
+            ss_runs.append(structured.ingest(spark, client, small.topic, ss / f"ss-{i}"))
+
         lines = stages.ingest_stage(
-            spark, client, small.topic, work / "ingest", o.repeats, small.produced
-        )
+            spark, client, small.topic, work / "ingest", o.repeats, small.produced,
+            ss_round if o.peers else None,
+        )  # fmt: skip
         for line in lines:
             report.add(line)
         ceiling = lines[0].value
+        if ss_runs:
+            bronze = work / "ingest" / "eos-0"
+            report.add(peers.ss_ingest_line(ss_runs, lines, bronze, ss / "ss-0"))
     probe_small = None
     if o.runs("memory"):
         probe_small = memory.probe(
@@ -74,13 +93,15 @@ def _measured(
         )
     l1 = BenchLake(work / "lake-main", bootstrap, small.topic, o.master)
     first: RunTimes | None = None
-    if o.runs("graph") or o.runs("peer") or o.runs("incremental"):
+    if o.runs("graph") or o.runs("peer") or o.runs("incremental") or o.peers:
         first = l1.materialize([*BRONZE, *DERIVED])
         for line in stages.graph_stage(first, small.produced, ceiling):
             if o.runs("graph"):
                 report.add(line)
     if o.runs("peer") and first is not None:
         report.add(stages.peer_line(l1, first, slots))
+    if o.peers and first is not None:
+        _peers(o, report, work, spark, client, small, l1, first)
     inc_small: RunTimes | None = None
     if o.runs("incremental"):
         _produced(report, small, o.batch)
@@ -115,6 +136,32 @@ def _measured(
         if o.runs("checks"):
             for line in stages.checks_stage(l5, big.produced):
                 report.add(line)
+
+
+def _peers(
+    o: BenchOptions,
+    report: BenchReport,
+    work: Path,
+    spark: SparkSession,
+    client: dict,
+    stream: Stream,
+    lake: BenchLake,
+    first: RunTimes,
+) -> None:
+    """SS silver + windows, Kafka Streams and the producer ceiling, against the main lake."""
+    gold = compare.gold_counts(lake.uri("gold", "window_aggregates"))
+    table = work / "ss-windows" / "windows"
+    line = peers.ss_windows_line(spark, client, stream.topic, table, first, stream.produced, gold)
+    report.add(line)
+    _, ours = peers.ours_to_windows(first, stream.produced)
+    for line in peers.kstreams_lines(
+        client, stream.topic, stream.produced, work / "kstreams", PARTITIONS, gold, ours
+    ):
+        report.add(line)
+    topic = f"bench-producer-perf-{uuid.uuid4().hex[:6]}"
+    broker.ensure_topic(stream.bootstrap, topic, PARTITIONS, client)
+    ours_produce = stream.rates[0]["events_per_s"]
+    report.add(peers.producer_perf_line(client, topic, o.events, ours_produce))
 
 
 def _memory_cap(o: BenchOptions) -> int:

@@ -1,6 +1,6 @@
 """The measurements of the stages that run in the bench's own process, as table lines."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import median
 
@@ -27,9 +27,12 @@ def ingest_stage(
     work: Path,
     repeats: int,
     records: int,
+    each_round: Callable[[int], object] | None = None,
 ) -> list[Measurement]:
     """Ceiling, exactly-once and at-least-once passes over the same topic, and Kafka's own
-    ``kafka-consumer-perf-test`` as a second ceiling (``records`` committed records)."""
+    ``kafka-consumer-perf-test`` as a second ceiling (``records`` committed records).
+
+    ``each_round(i)`` runs at the end of round ``i`` (a peer's pass, under the same load)."""
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).count()  # start the Python workers
     # One uncounted pass of each first: the JVM's JIT and the page cache warm up on it.
@@ -43,6 +46,8 @@ def ingest_stage(
         for kind in ("eos", "alo") if i % 2 == 0 else ("alo", "eos"):
             run = ingest.exactly_once if kind == "eos" else ingest.at_least_once
             passes.append(run(spark, client, topic, work / f"{kind}-{i}"))
+        if each_round is not None:
+            each_round(i)
     top = max(tops, key=lambda p: p.rate)
     perf = max(perfs, key=lambda p: p.rate)
     eos = max((p for p in passes if p.kind == "eos"), key=lambda p: p.rate)

@@ -1,0 +1,118 @@
+"""How a peer's output differs from ours: the records an ingest kept, the windows a peer counted.
+
+Plain functions over Arrow tables and dicts, so that the bench's verdicts ("the same records",
+"12 windows differ, 30 events fewer") can be tested without running any peer.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from eos_assets.lib.delta_tables import read_rows
+from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.windows import EPOCH
+
+# (window start in microseconds since the epoch, event type, currency; "" for none)
+WindowKey = tuple[int, str, str]
+_US = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class OffsetDiff:
+    """Records of one table against another's, by (partition, offset)."""
+
+    ours: int
+    theirs: int
+    missing: int
+    extra: int
+    repeated: int
+
+    @property
+    def same(self) -> bool:
+        """True when both kept exactly the same records, each once."""
+        return self.missing == 0 and self.extra == 0 and self.repeated == 0
+
+
+def offset_diff(ours: pa.Table, theirs: pa.Table) -> OffsetDiff:
+    """Compare the ``partition`` and ``offset`` columns of two tables of one topic's records.
+
+    ``missing``: records we have and they lack; ``extra``: the reverse; ``repeated``: their
+    rows beyond the first of a (partition, offset).
+    """
+
+    def keys(t: pa.Table) -> np.ndarray:
+        partition = t.column("partition").to_numpy().astype(np.int64)
+        return (partition << 40) | t.column("offset").to_numpy().astype(np.int64)
+
+    a, b = keys(ours), keys(theirs)
+    ua, ub = np.unique(a), np.unique(b)
+    return OffsetDiff(
+        ours=len(a),
+        theirs=len(b),
+        missing=len(np.setdiff1d(ua, ub, assume_unique=True)),
+        extra=len(np.setdiff1d(ub, ua, assume_unique=True)),
+        repeated=len(b) - len(ub),
+    )
+
+
+@dataclass(frozen=True)
+class WindowDiff:
+    """A peer's window counts against gold's.
+
+    Attributes:
+        windows: windows in gold.
+        same: windows with the same count in both.
+        only_gold: windows the peer never emitted.
+        only_peer: windows the peer has and gold lacks.
+        differ: windows in both with different counts.
+        fewer_events: gold's events minus the peer's, over all windows (> 0: the peer counted
+            fewer, e.g. late events it dropped or windows it had not closed).
+    """
+
+    windows: int
+    same: int
+    only_gold: int
+    only_peer: int
+    differ: int
+    fewer_events: int
+
+    @property
+    def mismatched(self) -> int:
+        """Windows that are not the same in both."""
+        return self.only_gold + self.only_peer + self.differ
+
+    def summary(self) -> str:
+        """One short line for the result table."""
+        return (
+            f"{self.mismatched} of {self.windows} windows differ ({self.differ} counted "
+            f"differently, {self.only_gold} missing, {self.only_peer} extra), "
+            f"{self.fewer_events:,} events fewer than gold"
+        )
+
+
+def window_diff(gold: Mapping[WindowKey, int], peer: Mapping[WindowKey, int]) -> WindowDiff:
+    """Compare event counts per window (start, event type, currency)."""
+    both = gold.keys() & peer.keys()
+    differ = sum(1 for k in both if gold[k] != peer[k])
+    return WindowDiff(
+        windows=len(gold),
+        same=len(both) - differ,
+        only_gold=len(gold.keys() - peer.keys()),
+        only_peer=len(peer.keys() - gold.keys()),
+        differ=differ,
+        fewer_events=sum(gold.values()) - sum(peer.values()),
+    )
+
+
+def gold_counts(windows_uri: str) -> dict[WindowKey, int]:
+    """Event count per window of ``gold/window_aggregates`` (its latest revision)."""
+    columns = ["window_start", "event_type", "currency", "event_count"]
+    rows = read_rows(DeltaTable(windows_uri), WINDOW_SCHEMA, columns=columns).to_pylist()
+    return {
+        ((r["window_start"] - EPOCH) // _US, r["event_type"], r["currency"]): r["event_count"]
+        for r in rows
+    }

@@ -1,0 +1,131 @@
+"""Kafka Streams, the system the founding documents describe: windowed counts with a state
+store under ``exactly_once_v2`` (and ``at_least_once``, to price its transactions).
+
+The program is ``deploy/peers/WindowCountPeer.java``; the bench compiles it with ``javac``
+against ``.jars/kafka-streams`` (installed by ``make install``) and runs it in a JVM of its own.
+Its count updates go to a topic, read here with ``read_committed``: the last count of each
+window is its final count.
+"""
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from eos_assets.bench.compare import WindowKey
+from eos_assets.lib import broker, jars
+from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.java import require_java
+from eos_assets.lib.kafka_offsets import partition_bounds
+
+SOURCE = Path(__file__).resolve().parents[2] / "deploy" / "peers" / "WindowCountPeer.java"
+MAIN = "WindowCountPeer"
+GUARANTEES = ("exactly_once_v2", "at_least_once")
+
+
+@dataclass(frozen=True)
+class StreamsRun:
+    """One run of the peer: input records read, seconds from start to its last count update,
+    records Kafka Streams dropped (``dropped-records-total``: late for a closed window)."""
+
+    guarantee: str
+    records: int
+    seconds: float
+    dropped: int
+    output_topic: str
+
+    @property
+    def rate(self) -> float:
+        """Input records per second."""
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+def compile_peer(out: Path) -> Path:
+    """Compile the peer into ``out``; return the class folder.
+
+    Raises:
+        ConfigError: no ``javac`` (a JDK, not only a runtime, is needed) or no jars.
+        EosError: the program did not compile (javac's last line).
+    """
+    java = Path(require_java("the Kafka Streams peer"))
+    javac = java.with_name("javac")
+    if not javac.exists():
+        found = shutil.which("javac")
+        if found is None:
+            raise ConfigError(
+                "javac is missing: the Kafka Streams peer needs a JDK "
+                "(Debian: apt-get install openjdk-17-jdk-headless)"
+            )
+        javac = Path(found)
+    out.mkdir(parents=True, exist_ok=True)
+    command = [str(javac), "-nowarn", "-cp", jars.classpath("kafka-streams"), "-d", str(out)]
+    done = subprocess.run([*command, str(SOURCE)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or "(no output)").splitlines()
+        raise EosError(f"the Kafka Streams peer did not compile: {lines[0]}")
+    return out
+
+
+def run_peer(
+    classes: Path,
+    client: Mapping[str, str],
+    topic: str,
+    records: int,
+    guarantee: str,
+    work: Path,
+    partitions: int,
+) -> StreamsRun:
+    """Run the peer over the ``records`` committed records of ``topic`` with ``guarantee``.
+
+    Raises:
+        EosError: the program failed or timed out (its last line of output).
+    """
+    bootstrap = client["bootstrap.servers"]
+    run_id = f"{guarantee}-{uuid.uuid4().hex[:6]}"
+    output = f"{topic}-kstreams-{run_id}"
+    broker.ensure_topic(bootstrap, output, partitions, dict(client))
+    state = work / run_id
+    state.mkdir(parents=True, exist_ok=True)
+    args = {
+        "bootstrap": bootstrap, "input": topic, "output": output, "app": f"bench-{run_id}",
+        "state": str(state), "guarantee": guarantee, "expected": str(records),
+    }  # fmt: skip
+    classpath = f"{classes}:{jars.classpath('kafka-streams')}"
+    command = [require_java("the Kafka Streams peer"), "-Xmx1g", "-cp", classpath, MAIN]
+    command += [f"{k}={v}" for k, v in args.items()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()
+        raise EosError(f"the Kafka Streams peer ({guarantee}) failed: {tail[-1]}")
+    result = json.loads(lines[-1])
+    return StreamsRun(guarantee, result["records"], result["seconds"], result["dropped"], output)
+
+
+def final_counts(client: Mapping[str, str], topic: str) -> dict[WindowKey, int]:
+    """The last count of each window on the peer's output topic, read with ``read_committed``."""
+    ends = {p: end for (_, p), (_, end) in partition_bounds(client, [topic]).items()}
+    consumer = Consumer(
+        {**client, "group.id": f"bench-read-{uuid.uuid4().hex[:6]}",
+         "isolation.level": "read_committed", "enable.auto.commit": "false"}
+    )  # fmt: skip
+    counts: dict[WindowKey, int] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
+        pending = {p for p, end in ends.items() if end > 0}
+        while pending:
+            for msg in consumer.consume(10_000, 1.0):
+                key, value = msg.key(), msg.value()
+                if msg.error() is None and key is not None and value is not None:
+                    start_ms, event_type, currency = key.decode().split("|", 2)
+                    counts[(int(start_ms) * 1000, event_type, currency)] = int(value)
+            positions = consumer.position([TopicPartition(topic, p) for p in pending])
+            pending = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
+    finally:
+        consumer.close()
+    return counts

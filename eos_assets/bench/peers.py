@@ -1,0 +1,154 @@
+"""The systems users would pick instead, on the same broker and data, in the same run
+(``--peers``): Spark Structured Streaming, Kafka Streams, and Kafka's producer perf tool.
+
+Each line compares a peer's rate with ours and checks its output against ours; ``data["chart"]``
+holds the points of the bench's chart (``chart.py``).
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from eos_assets.bench import compare, kstreams, structured
+from eos_assets.bench.lake import RunTimes
+from eos_assets.bench.report import Measurement, at_least
+from eos_assets.bench.structured import StreamRun
+from eos_assets.lib import kafka_tools
+
+SS_TARGET, SS_GOAL = 1.0, 1.5
+# The steps of our graph that take Kafka records to final windows.
+TO_WINDOWS = ("raw_events", "silver__events", "window_aggregates")
+
+
+def _point(panel: str, system: str, value: float) -> dict[str, object]:
+    return {"panel": panel, "system": system, "value": value}
+
+
+def ss_ingest_line(
+    runs: Sequence[StreamRun], ingest_lines: Sequence[Measurement], bronze: Path, ss_table: Path
+) -> Measurement:
+    """Our best exactly-once pass against SS's best, and SS's records against bronze's."""
+    passes = ingest_lines[0].data["passes"]
+    eos = max((p["rate"] for p in passes if p["kind"] == "eos"), default=0.0)
+    ceiling = ingest_lines[0].value or 0.0
+    perf = ingest_lines[2].value or 0.0
+    best = max(runs, key=lambda r: r.rate)
+    ratio = eos / best.rate if best.rate else None
+    cols = ["partition", "offset"]
+    diff = compare.offset_diff(
+        DeltaTable(str(bronze)).to_pyarrow_table(columns=cols),
+        DeltaTable(str(ss_table)).to_pyarrow_table(columns=cols),
+    )
+    check = "same records as bronze" if diff.same else "NOT the same records as bronze"
+    return Measurement(
+        "peers", "our exactly-once ingest / Spark Structured Streaming", ratio, "x",
+        f">= {SS_TARGET} (goal {SS_GOAL})", at_least(ratio, SS_TARGET),
+        f"{eos:,.0f} vs {best.rate:,.0f} records/s (SS best of {len(runs)}: "
+        + ", ".join(f"{r.rate:,.0f}" for r in runs) + "; Kafka source read_committed, Delta "
+        f"sink, availableNow, {best.batches} batch(es)); {check}: {diff.theirs:,} rows vs "
+        f"{diff.ours:,}, {diff.missing} missing, {diff.extra} extra, {diff.repeated} repeated",
+        data={"runs": [vars(r) for r in runs], "diff": vars(diff), "chart": [
+            _point("ingest", "consume loop (ceiling)", ceiling),
+            _point("ingest", "kafka-consumer-perf-test", perf),
+            _point("ingest", "eos_assets exactly-once", eos),
+            _point("ingest", "Spark Structured Streaming", best.rate),
+        ]},
+    )  # fmt: skip
+
+
+def ours_to_windows(times: RunTimes, records: int) -> tuple[float, float]:
+    """Seconds of our steps from Kafka to final windows, and records per second."""
+    seconds = sum(v for k, v in times.steps.items() if k.endswith(TO_WINDOWS))
+    return seconds, records / seconds if seconds else 0.0
+
+
+def ss_windows_line(
+    spark: SparkSession,
+    client: Mapping[str, str],
+    topic: str,
+    table: Path,
+    times: RunTimes,
+    records: int,
+    gold: Mapping[compare.WindowKey, int],
+) -> Measurement:
+    """SS dedup + windows from Kafka to Delta, against our graph's bronze, silver and windows."""
+    run = structured.windows(spark, client, topic, table)
+    diff = compare.window_diff(gold, structured.window_counts(spark, table))
+    seconds, ours = ours_to_windows(times, records)
+    ratio = ours / run.rate if run.rate else None
+    return Measurement(
+        "peers", "our Kafka to final windows / SS (dedup + windows)", ratio, "x",
+        detail=f"ours {ours:,.0f} records/s ({seconds:.1f}s of bronze, silver/events, "
+        f"window_aggregates steps), SS {run.rate:,.0f} ({run.records:,} in {run.seconds:.1f}s, "
+        f"{run.batches} batches of <= {structured.WINDOW_BATCH:,}); against gold: "
+        f"{diff.summary()} (SS drops events later than its watermark and never writes the "
+        "windows still open at the end; gold restates windows for late events)",
+        data={"run": vars(run), "diff": vars(diff), "chart": [
+            _point("windows", "eos_assets graph (bronze+silver+windows)", ours),
+            _point("windows", "Spark Structured Streaming", run.rate),
+        ]},
+    )  # fmt: skip
+
+
+def kstreams_lines(
+    client: Mapping[str, str],
+    topic: str,
+    records: int,
+    work: Path,
+    partitions: int,
+    gold: Mapping[compare.WindowKey, int],
+    ours: float,
+) -> list[Measurement]:
+    """Kafka Streams windowed counts under exactly_once_v2 and at_least_once."""
+    classes = kstreams.compile_peer(work / "classes")
+    runs = {
+        g: kstreams.run_peer(classes, client, topic, records, g, work, partitions)
+        for g in kstreams.GUARANTEES
+    }
+    lines = []
+    for g, run in runs.items():
+        diff = compare.window_diff(gold, kstreams.final_counts(client, run.output_topic))
+        lines.append(
+            Measurement(
+                "peers", f"Kafka Streams {g} windowed counts", run.rate, "records/s",
+                detail=f"{run.records:,} records in {run.seconds:.1f}s (start to last count "
+                f"update), {ours / run.rate if run.rate else 0:.2f}x ours; "
+                f"dropped-records-total {run.dropped:,}; against gold: {diff.summary()}",
+                data={"run": vars(run), "diff": vars(diff),
+                      "chart": [_point("windows", f"Kafka Streams {g}", run.rate)]},
+            )
+        )  # fmt: skip
+    eos, alo = runs["exactly_once_v2"].rate, runs["at_least_once"].rate
+    lines.append(
+        Measurement(
+            "peers", "Kafka Streams exactly_once_v2 overhead vs at_least_once",
+            1 - eos / alo if alo else None, "",
+            detail=f"{eos:,.0f} vs {alo:,.0f} records/s (same commit interval, 100 ms)",
+        )
+    )  # fmt: skip
+    return lines
+
+
+def producer_perf_line(
+    client: Mapping[str, str], topic: str, records: int, ours: float
+) -> Measurement:
+    """Kafka's ``kafka-producer-perf-test`` (idempotent, transactional) as the producer ceiling."""
+    props = [f"bootstrap.servers={client['bootstrap.servers']}", "acks=all",
+             "enable.idempotence=true", "linger.ms=5"]  # fmt: skip
+    out = kafka_tools.run_tool(
+        kafka_tools.PRODUCER_PERF,
+        ["--topic", topic, "--num-records", str(records), "--record-size", "250",
+         "--throughput", "-1", "--transaction-duration-ms", "100",
+         "--producer-props", *props],
+    )  # fmt: skip
+    last = [line for line in out.splitlines() if "records/sec" in line][-1]
+    rate = float(last.split("(", 1)[0].split(",")[1].split()[0])
+    return Measurement(
+        "peers", "our producer / kafka-producer-perf-test", ours / rate if rate else None, "x",
+        detail=f"{ours:,.0f} vs {rate:,.0f} records/s (perf test: {records:,} records of 250 "
+        "bytes, idempotent, acks=all, linger.ms=5, transactions of 100 ms)",
+        data={"chart": [_point("produce", "eos_assets producer", ours),
+                        _point("produce", "kafka-producer-perf-test", rate)]},
+    )  # fmt: skip
