@@ -7,7 +7,8 @@
 // output topic (key "<window start ms>|<event type>|<currency>", value the count).
 //
 // Arguments, key=value: bootstrap, input, output, app, state, guarantee (exactly_once_v2 or
-// at_least_once), expected (input records to wait for), quiet_ms, idle_ms, timeout_ms.
+// at_least_once), expected (input records to wait for), quiet_ms, idle_ms, timeout_ms; any
+// prop.<name>=<value> is passed to Kafka Streams as <name> (e.g. prop.main.consumer.*).
 // It stops once it has read `expected` records and no count changed for quiet_ms, then
 // prints one JSON line: records, seconds (start to the last count update), dropped records.
 
@@ -113,6 +114,7 @@ public final class WindowCountPeer {
     // its stream time (the backlog trap: windows would close before their events are read).
     p.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, a.getOrDefault("idle_ms", "5000"));
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+    a.forEach((k, v) -> { if (k.startsWith("prop.")) p.put(k.substring(5), v); });
 
     StreamsBuilder b = new StreamsBuilder();
     b.addStateStore(

@@ -42,6 +42,7 @@ def write_chart(lines: Sequence[Measurement], path: Path) -> Path | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     panels = [k for k in PANELS if k in points]
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 1.3 + 1.9 * len(panels)), squeeze=False)
@@ -56,6 +57,7 @@ def write_chart(lines: Sequence[Measurement], path: Path) -> Path | None:
         arrow = "->" if better.startswith("higher") else "<-"
         ax.set_title(f"{title}  ({unit}, {better} {arrow})", loc="left", fontsize=10)
         ax.set_xlabel(unit)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.margins(x=0.2)
         if panel == "latency":
             ax.text(

@@ -71,6 +71,7 @@ class WindowDiff:
         differ: windows in both with different counts.
         fewer_events: gold's events minus the peer's, over all windows (> 0: the peer counted
             fewer, e.g. late events it dropped or windows it had not closed).
+        events: gold's events over all windows.
     """
 
     windows: int
@@ -79,11 +80,18 @@ class WindowDiff:
     only_peer: int
     differ: int
     fewer_events: int
+    events: int
 
     @property
     def mismatched(self) -> int:
         """Windows that are not the same in both."""
         return self.only_gold + self.only_peer + self.differ
+
+    def label(self, system: str) -> str:
+        """``system`` for the chart, named as doing less when it counted fewer events."""
+        if self.fewer_events <= 0 or not self.events:
+            return system
+        return f"{system}\n(counted {self.fewer_events / self.events:.0%} fewer events)"
 
     def summary(self) -> str:
         """One short line for the result table."""
@@ -105,6 +113,7 @@ def window_diff(gold: Mapping[WindowKey, int], peer: Mapping[WindowKey, int]) ->
         only_peer=len(peer.keys() - gold.keys()),
         differ=differ,
         fewer_events=sum(gold.values()) - sum(peer.values()),
+        events=sum(gold.values()),
     )
 
 

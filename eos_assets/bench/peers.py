@@ -87,7 +87,7 @@ def ss_windows_line(
         "windows still open at the end; gold restates windows for late events)",
         data={"run": vars(run), "diff": vars(diff), "chart": [
             _point("windows", "eos_assets graph (bronze+silver+windows)", ours),
-            _point("windows", "Spark Structured Streaming", run.rate),
+            _point("windows", diff.label("Spark Structured Streaming"), run.rate),
         ]},
     )  # fmt: skip
 
@@ -117,7 +117,7 @@ def kstreams_lines(
                 f"update), {ours / run.rate if run.rate else 0:.2f}x ours; "
                 f"dropped-records-total {run.dropped:,}; against gold: {diff.summary()}",
                 data={"run": vars(run), "diff": vars(diff),
-                      "chart": [_point("windows", f"Kafka Streams {g}", run.rate)]},
+                      "chart": [_point("windows", diff.label(f"Kafka Streams {g}"), run.rate)]},
             )
         )  # fmt: skip
     eos, alo = runs["exactly_once_v2"].rate, runs["at_least_once"].rate

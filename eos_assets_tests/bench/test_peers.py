@@ -42,12 +42,14 @@ def test_window_diff_names_each_kind_of_difference() -> None:
     assert diff.mismatched == 3
     assert diff.fewer_events == 17 - 13
     assert "3 of 3 windows differ" in diff.summary()
+    assert diff.label("peer") == "peer\n(counted 24% fewer events)"
 
 
 def test_window_diff_of_equal_counts_is_empty() -> None:
     counts = {(0, "order_created", "USD"): 2}
     diff = compare.window_diff(counts, dict(counts))
     assert (diff.mismatched, diff.fewer_events, diff.same) == (0, 0, 1)
+    assert diff.label("peer") == "peer"
 
 
 def test_chart_takes_points_from_lines_and_draws_a_png(tmp_path: Path) -> None:
