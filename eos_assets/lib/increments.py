@@ -13,32 +13,25 @@ exist: Delta keeps them ``delta.logRetentionDuration`` (30 days by default) afte
 
 The version consumed, the data written and the new ``txn`` go into one commit made from the
 ``DeltaTable`` snapshot the consumed version was read from, so a racing duplicate run fails
-with ``CommitFailedError`` and re-plans (ARCHITECTURE.md, protocol step 4); ``replanning`` is
-that loop.
+with ``CommitFailedError`` and re-plans (ARCHITECTURE.md, protocol step 4): ``incremental.py``
+runs that step for every derived table.
 """
 
 import json
-import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from eos_assets.lib.errors import EosError
 
-log = logging.getLogger(__name__)
-
 APP_PREFIX = "eos:upstream:"
-MAX_ATTEMPTS = 3
-
-T = TypeVar("T")
 
 
 def upstream_app(upstream_key: str) -> str:
@@ -194,33 +187,3 @@ def read_files(
     for other in frames[1:]:
         frame = frame.unionByName(other)
     return frame
-
-
-def replanning(attempt: Callable[[int], T], what: str) -> T:
-    """Run ``attempt(number)`` (plan, compute, commit from the planned snapshot) until it commits.
-
-    A ``CommitFailedError`` means a concurrent run committed first: plan again from the new
-    snapshot, where the work it did is already consumed.
-
-    Raises:
-        EosError: ``MAX_ATTEMPTS`` attempts lost their commit race.
-    """
-    for number in range(1, MAX_ATTEMPTS + 1):
-        try:
-            return attempt(number)
-        except CommitFailedError:
-            log.warning("%s: concurrent commit (attempt %d); re-planning", what, number)
-    raise EosError(
-        f"{what} lost {MAX_ATTEMPTS} commit races with concurrent writers: let one run at a "
-        "time and retry"
-    )
-
-
-def txn_metadata(increment: Increment, operation: str, **extra: Any) -> dict[str, Any]:
-    """Commit metadata naming what a derived commit consumed."""
-    return {
-        "eos.operation": operation,
-        "eos.upstream": increment.upstream_uri,
-        "eos.upstream_versions": [increment.first_version, increment.version],
-        **extra,
-    }

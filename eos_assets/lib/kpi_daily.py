@@ -12,7 +12,6 @@ The set is committed first with its own ``txn``; counting only the set rows with
 """
 
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import date
 from typing import Any
@@ -22,7 +21,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_io, delta_tables, faults, increments
+from eos_assets.lib import delta_tables, faults, incremental
 from eos_assets.lib.kpi import (
     AFTER_COMMIT,
     AFTER_CUSTOMERS,
@@ -58,61 +57,50 @@ def update_kpi_daily(
     )
     delta_tables.ensure(customers_uri, CUSTOMERS_SCHEMA, storage_options=storage_options)
 
-    def attempt(number: int) -> KpiOutcome:
-        outcome = KpiOutcome(attempts=number)
-        clock = time.monotonic()
-        dt = delta_io.load(kpi_uri, storage_options)
-        customers_dt = delta_io.load(customers_uri, storage_options)
-        consumed = dt.transaction_version(APP)
-        increment = increments.plan_increment(
-            increments.load_upstream(events_uri, storage_options), events_uri, consumed
-        )
-        if not increment.is_new:
-            return outcome
-        outcome.silver_versions = (increment.first_version, increment.version)
-        outcome.events = increment.records
-        new = read_increment(spark, increment).withColumn("day", F.to_date("event_time"))
-        batch = {
-            (r["day"], r["currency"]): r.asDict()
-            for r in counters(new, ["day", "currency"]).collect()
-        }
-        added, missing, outcome.set_rows_read = _new_customers(
-            spark, new, customers_dt, sorted({k[0] for k in batch}), consumed
-        )
-        rows = _daily_rows(dt, batch, added)
-        for row in rows:
-            row["silver_version"] = increment.version
-        outcome.rows_written = len(rows)
-        outcome.new_customers = sum(added.values())
-        outcome.seconds["compute"] = time.monotonic() - clock
-        run_id = uuid.uuid4().hex
-        metadata = increments.txn_metadata(increment, "kpi_daily", **{"eos.run_id": run_id})
-        done = customers_dt.transaction_version(APP)
-        if missing.num_rows and (done is None or done < increment.version):
-            write_deltalake(
-                customers_dt,
-                missing,
-                mode="append",
-                commit_properties=delta_tables.commit_properties(
-                    {APP: increment.version}, metadata
-                ),
-            )
-            outcome.customers_version = customers_dt.version()
-        faults.crash_point(AFTER_CUSTOMERS)
-        delta_tables.upsert(
-            dt,
-            pa.Table.from_pylist(rows, schema=KPI_DAILY_SCHEMA),
-            list(KPI_DAILY_KEY),
-            "day",
-            {APP: increment.version},
-            metadata,
-        )
-        faults.crash_point(AFTER_COMMIT)
-        outcome.version = delta_io.find_commit(kpi_uri, "eos.run_id", run_id, storage_options)
-        outcome.seconds["total"] = time.monotonic() - clock
-        return outcome
+    table = incremental.Derived(
+        "gold/kpi_daily", kpi_uri, events_uri, APP, storage_options, companions=(customers_uri,)
+    )
+    return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, a, o))
 
-    return increments.replanning(attempt, f"gold/kpi_daily at {kpi_uri}")
+
+def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome) -> None:
+    dt, (customers_dt,) = attempt.target, attempt.companions
+    increment = attempt.increment
+    outcome.silver_versions = attempt.versions
+    outcome.events = increment.records
+    new = read_increment(spark, increment).withColumn("day", F.to_date("event_time"))
+    batch = {
+        (r["day"], r["currency"]): r.asDict() for r in counters(new, ["day", "currency"]).collect()
+    }
+    added, missing, outcome.set_rows_read = _new_customers(
+        spark, new, customers_dt, sorted({k[0] for k in batch}), increment.consumed
+    )
+    rows = _daily_rows(dt, batch, added)
+    for row in rows:
+        row["silver_version"] = increment.version
+    outcome.rows_written = len(rows)
+    outcome.new_customers = sum(added.values())
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
+    metadata = attempt.metadata("kpi_daily")
+    done = customers_dt.transaction_version(APP)
+    if missing.num_rows and (done is None or done < increment.version):
+        write_deltalake(
+            customers_dt,
+            missing,
+            mode="append",
+            commit_properties=delta_tables.commit_properties(attempt.txns, metadata),
+        )
+        outcome.customers_version = customers_dt.version()
+    faults.crash_point(AFTER_CUSTOMERS)
+    delta_tables.upsert(
+        dt,
+        pa.Table.from_pylist(rows, schema=KPI_DAILY_SCHEMA),
+        list(KPI_DAILY_KEY),
+        "day",
+        attempt.txns,
+        metadata,
+    )
+    faults.crash_point(AFTER_COMMIT)
 
 
 def _new_customers(

@@ -7,7 +7,6 @@ mix grains, so it is refused.
 """
 
 import time
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +15,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_io, delta_tables, faults, increments
+from eos_assets.lib import delta_tables, faults, incremental
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.kpi import (
     AFTER_COMMIT,
@@ -52,58 +51,51 @@ def update_kpi_window(
         configuration=delta_tables.merged_table_config(),
         storage_options=storage_options,
     )
-
-    def attempt(number: int) -> KpiOutcome:
-        outcome = KpiOutcome(attempts=number)
-        clock = time.monotonic()
-        dt = delta_io.load(kpi_uri, storage_options)
-        size_us = _check_size(dt, kpi_uri, size)
-        upstream = increments.load_upstream(events_uri, storage_options)
-        increment = increments.plan_increment(upstream, events_uri, dt.transaction_version(APP))
-        if not increment.is_new:
-            return outcome
-        outcome.silver_versions = (increment.first_version, increment.version)
-        outcome.events = increment.records
-        us = F.unix_micros("event_time")
-        keys = [
-            (r["_start"], r["currency"])
-            for r in read_increment(spark, increment)
-            .select((us - F.pmod(us, F.lit(size_us))).alias("_start"), "currency")
-            .distinct()
-            .collect()
-        ]
-        rows, outcome.silver_rows_read = _window_kpis(spark, dt, upstream, keys, size_us)
-        for row in rows:
-            row["silver_version"] = increment.version
-        outcome.rows_written = len(rows)
-        outcome.seconds["compute"] = time.monotonic() - clock
-        run_id = uuid.uuid4().hex
-        delta_tables.upsert(
-            dt,
-            pa.Table.from_pylist(rows, schema=KPI_WINDOW_SCHEMA),
-            list(KPI_WINDOW_KEY),
-            "window_start",
-            {APP: increment.version, SIZE_APP: size_us // 1_000_000},
-            increments.txn_metadata(increment, "kpi_window", **{"eos.run_id": run_id}),
-        )
-        faults.crash_point(AFTER_COMMIT)
-        outcome.version = delta_io.find_commit(kpi_uri, "eos.run_id", run_id, storage_options)
-        outcome.seconds["total"] = time.monotonic() - clock
-        return outcome
-
-    return increments.replanning(attempt, f"gold/kpi_window at {kpi_uri}")
-
-
-def _check_size(dt: DeltaTable, uri: str, size: timedelta) -> int:
-    """The window size in microseconds, refused when the table was built with another."""
     size_us = int(size.total_seconds() * 1_000_000)
-    built = dt.transaction_version(SIZE_APP)
-    if built is not None and built * 1_000_000 != size_us:
-        raise EosError(
-            f"{uri} holds {built}s windows, not {size_us // 1_000_000}s: delete it to rebuild "
-            "with the new size, or keep the old size"
-        )
-    return size_us
+
+    def check(dt: DeltaTable) -> None:
+        built = dt.transaction_version(SIZE_APP)
+        if built is not None and built * 1_000_000 != size_us:
+            raise EosError(
+                f"{kpi_uri} holds {built}s windows, not {size_us // 1_000_000}s: delete it to "
+                "rebuild with the new size, or keep the old size"
+            )
+
+    table = incremental.Derived(
+        "gold/kpi_window", kpi_uri, events_uri, APP, storage_options, check=check
+    )
+    return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, size_us, a, o))
+
+
+def _step(
+    spark: SparkSession, size_us: int, attempt: incremental.Attempt, outcome: KpiOutcome
+) -> None:
+    outcome.silver_versions = attempt.versions
+    outcome.events = attempt.increment.records
+    us = F.unix_micros("event_time")
+    keys = [
+        (r["_start"], r["currency"])
+        for r in read_increment(spark, attempt.increment)
+        .select((us - F.pmod(us, F.lit(size_us))).alias("_start"), "currency")
+        .distinct()
+        .collect()
+    ]
+    rows, outcome.silver_rows_read = _window_kpis(
+        spark, attempt.target, attempt.upstream, keys, size_us
+    )
+    for row in rows:
+        row["silver_version"] = attempt.increment.version
+    outcome.rows_written = len(rows)
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
+    delta_tables.upsert(
+        attempt.target,
+        pa.Table.from_pylist(rows, schema=KPI_WINDOW_SCHEMA),
+        list(KPI_WINDOW_KEY),
+        "window_start",
+        attempt.txns | {SIZE_APP: size_us // 1_000_000},
+        attempt.metadata("kpi_window"),
+    )
+    faults.crash_point(AFTER_COMMIT)
 
 
 def _window_kpis(

@@ -19,14 +19,13 @@ with a delta-rs merge that carries the consumed silver version as its ``txn``.
 """
 
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_io, delta_tables, faults, increments
+from eos_assets.lib import delta_tables, faults, incremental, increments
 from eos_assets.lib.contract import EVENT_TYPES
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
@@ -94,34 +93,15 @@ def update_order_state(
         configuration=delta_tables.merged_table_config(),
         storage_options=storage_options,
     )
-
-    def attempt(number: int) -> OrderStateOutcome:
-        outcome = OrderStateOutcome(attempts=number)
-        return _attempt(spark, events_uri, state_uri, storage_options, outcome)
-
-    return increments.replanning(attempt, f"silver/order_state at {state_uri}")
+    table = incremental.Derived("silver/order_state", state_uri, events_uri, APP, storage_options)
+    return incremental.run(table, OrderStateOutcome, lambda a, o: _step(spark, a, o))
 
 
-def _attempt(
-    spark: SparkSession,
-    events_uri: str,
-    state_uri: str,
-    storage_options: dict[str, str] | None,
-    outcome: OrderStateOutcome,
-) -> OrderStateOutcome:
-    clock = time.monotonic()
-    dt = delta_io.load(state_uri, storage_options)
-    increment = increments.plan_increment(
-        increments.load_upstream(events_uri, storage_options),
-        events_uri,
-        dt.transaction_version(APP),
-    )
-    if not increment.is_new:
-        return outcome
-    outcome.silver_versions = (increment.first_version, increment.version)
+def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: OrderStateOutcome) -> None:
+    outcome.silver_versions = attempt.versions
     events = increments.read_files(
         spark,
-        increment.files,
+        attempt.increment.files,
         delta_tables.spark_schema(delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)),
         "silver_version",
     ).where(F.col("order_id").isNotNull())
@@ -140,33 +120,28 @@ def _attempt(
             predicate = (
                 f"order_id >= {_quote(bounds['low'])} AND order_id <= {_quote(bounds['high'])}"
             )
-            current = delta_tables.read_spark(
-                spark, [f.uri for f in delta_tables.data_files(dt, predicate)], ORDER_STATE_SCHEMA
-            )
+            files = delta_tables.data_files(attempt.target, predicate)
+            current = delta_tables.read_spark(spark, [f.uri for f in files], ORDER_STATE_SCHEMA)
             rows = combine(current, batch).toArrow()
     finally:
         batch.unpersist()
-    outcome.seconds["compute"] = time.monotonic() - clock
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
     faults.crash_point(BEFORE_MERGE)
     began = time.monotonic()
-    run_id = uuid.uuid4().hex
     metrics = delta_tables.upsert(
-        dt,
+        attempt.target,
         rows,
         keys=["order_id"],
         range_key="order_id",
-        txns={APP: increment.version},
-        metadata=increments.txn_metadata(increment, "order_state", **{"eos.run_id": run_id}),
+        txns=attempt.txns,
+        metadata=attempt.metadata("order_state"),
     )
     faults.crash_point(AFTER_MERGE)
     outcome.orders_inserted = int(metrics.get("num_target_rows_inserted", 0))
     outcome.orders_updated = int(metrics.get("num_target_rows_updated", 0))
     outcome.files_rewritten = int(metrics.get("num_target_files_removed", 0))
     outcome.rows_copied = int(metrics.get("num_target_rows_copied", 0))
-    outcome.version = delta_io.find_commit(state_uri, "eos.run_id", run_id, storage_options)
     outcome.seconds["merge"] = time.monotonic() - began
-    outcome.seconds["total"] = time.monotonic() - clock
-    return outcome
 
 
 def order_states(events: DataFrame) -> DataFrame:

@@ -24,7 +24,6 @@ no reader sees) and ``AFTER_COMMIT``. Either way a re-run finishes the job exact
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_io, delta_tables, faults, file_writer, increments
+from eos_assets.lib import delta_tables, faults, file_writer, incremental, increments
 from eos_assets.lib.schema import BRONZE_SCHEMA
 from eos_assets.lib.schema_time import UTC_MICROS
 
@@ -102,31 +101,13 @@ def update_events(
         EosError: bronze was rewritten or its log is gone, or the commit kept losing races.
     """
     delta_tables.ensure(silver_uri, EVENTS_SCHEMA, PARTITION_BY, storage_options=storage_options)
-
-    def attempt(number: int) -> EventsOutcome:
-        outcome = EventsOutcome(attempts=number)
-        return _attempt(spark, bronze_uri, silver_uri, storage_options, outcome)
-
-    return increments.replanning(attempt, f"silver/events at {silver_uri}")
+    table = incremental.Derived("silver/events", silver_uri, bronze_uri, APP, storage_options)
+    return incremental.run(table, EventsOutcome, lambda a, o: _step(spark, a, o))
 
 
-def _attempt(
-    spark: SparkSession,
-    bronze_uri: str,
-    silver_uri: str,
-    storage_options: dict[str, str] | None,
-    outcome: EventsOutcome,
-) -> EventsOutcome:
-    clock = time.monotonic()
-    dt = delta_io.load(silver_uri, storage_options)
-    consumed = dt.transaction_version(APP)
-    increment = increments.plan_increment(
-        increments.load_upstream(bronze_uri, storage_options), bronze_uri, consumed
-    )
-    if not increment.is_new:
-        outcome.seconds["total"] = time.monotonic() - clock
-        return outcome
-    outcome.bronze_versions = (increment.first_version, increment.version)
+def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: EventsOutcome) -> None:
+    increment = attempt.increment
+    outcome.bronze_versions = attempt.versions
     # The batch's counts and event-time spans come from three columns read with Arrow on the
     # driver (milliseconds): Spark then runs one query, rank, anti-join and write.
     valid, firsts, spans = batch_summary(increment.files)
@@ -134,7 +115,7 @@ def _attempt(
     outcome.malformed = increment.records - valid
     outcome.duplicates_in_batch = valid - firsts
     predicate = existing_files_predicate(spans)
-    existing_files = delta_tables.data_files(dt, predicate) if predicate else []
+    existing_files = delta_tables.data_files(attempt.target, predicate) if predicate else []
     outcome.existing_files_read = len(existing_files)
     outcome.existing_rows_read = sum(f.records for f in existing_files)
     bronze = increments.read_files(
@@ -146,11 +127,11 @@ def _attempt(
     new = first_of(ranked_deliveries(bronze)).join(
         existing.select("event_id"), "event_id", "left_anti"
     )
-    outcome.seconds["plan_read"] = time.monotonic() - clock
+    outcome.seconds["plan_read"] = time.monotonic() - attempt.started
     began = time.monotonic()
     actions = file_writer.write_files(
         new.withColumn("_span", _span(F.col("event_time"))),
-        silver_uri,
+        attempt.table.uri,
         EVENTS_SCHEMA,
         partition_by="event_date",
         split_by="_span",
@@ -162,20 +143,11 @@ def _attempt(
     outcome.dates = sorted({str(a.partition_values["event_date"]) for a in actions})
     outcome.seconds["write"] = time.monotonic() - began
     faults.crash_point(AFTER_FILES)
-
-    run_id = uuid.uuid4().hex
-    metadata = increments.txn_metadata(
-        increment,
-        "silver_events",
-        **{"eos.run_id": run_id, "eos.inserted": outcome.inserted},
-    )
+    metadata = attempt.metadata("silver_events", **{"eos.inserted": outcome.inserted})
     delta_tables.commit_adds(
-        dt, actions, EVENTS_SCHEMA, PARTITION_BY, {APP: increment.version}, metadata
+        attempt.target, actions, EVENTS_SCHEMA, PARTITION_BY, attempt.txns, metadata
     )
     faults.crash_point(AFTER_COMMIT)
-    outcome.version = delta_io.find_commit(silver_uri, "eos.run_id", run_id, storage_options)
-    outcome.seconds["total"] = time.monotonic() - clock
-    return outcome
 
 
 def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list[datetime]]:

@@ -20,7 +20,6 @@ Columns of a window row: ``revision``, ``is_final``, ``late_events`` (late arriv
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +31,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_io, delta_tables, faults, increments
+from eos_assets.lib import delta_tables, faults, incremental, increments
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import (
@@ -127,38 +126,35 @@ def update_windows(
         storage_options=storage_options,
     )
     delta_tables.ensure(late_uri, LATE_SCHEMA, storage_options=storage_options)
-
-    def attempt(number: int) -> WindowsOutcome:
-        outcome = WindowsOutcome(attempts=number)
-        return _attempt(spark, events_uri, windows_uri, late_uri, spec, storage_options, outcome)
-
-    return increments.replanning(attempt, f"gold/window_aggregates at {windows_uri}")
-
-
-def _attempt(
-    spark: SparkSession,
-    events_uri: str,
-    windows_uri: str,
-    late_uri: str,
-    spec: WindowSpec,
-    storage_options: dict[str, str] | None,
-    outcome: WindowsOutcome,
-) -> WindowsOutcome:
-    clock = time.monotonic()
-    dt = delta_io.load(windows_uri, storage_options)
-    late_dt = delta_io.load(late_uri, storage_options)
-    state = delta_tables.txn_versions(dt, [APP, MAX_EVENT_TIME_APP, WATERMARK_APP, SIZE_APP])
     size_s = int(spec.size.total_seconds())
-    if state[SIZE_APP] is not None and state[SIZE_APP] != size_s:
-        raise EosError(
-            f"{windows_uri} holds {state[SIZE_APP]}s windows, not {size_s}s: delete it and "
-            "gold/late_events to rebuild with the new size, or keep the old size"
-        )
-    upstream = increments.load_upstream(events_uri, storage_options)
-    increment = increments.plan_increment(upstream, events_uri, state[APP])
-    if not increment.is_new:
-        return outcome
-    outcome.silver_versions = (increment.first_version, increment.version)
+
+    def check(dt: DeltaTable) -> None:
+        built = dt.transaction_version(SIZE_APP)
+        if built is not None and built != size_s:
+            raise EosError(
+                f"{windows_uri} holds {built}s windows, not {size_s}s: delete it and "
+                "gold/late_events to rebuild with the new size, or keep the old size"
+            )
+
+    table = incremental.Derived(
+        "gold/window_aggregates",
+        windows_uri,
+        events_uri,
+        APP,
+        storage_options,
+        companions=(late_uri,),
+        check=check,
+    )
+    return incremental.run(table, WindowsOutcome, lambda a, o: _step(spark, spec, a, o))
+
+
+def _step(
+    spark: SparkSession, spec: WindowSpec, attempt: incremental.Attempt, outcome: WindowsOutcome
+) -> None:
+    dt, (late_dt,) = attempt.target, attempt.companions
+    state = delta_tables.txn_versions(dt, [MAX_EVENT_TIME_APP, WATERMARK_APP])
+    increment = attempt.increment
+    outcome.silver_versions = attempt.versions
     events = increments.read_files(
         spark, increment.files, delta_tables.spark_schema(_STORED_EVENTS), "silver_version"
     ).withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))
@@ -184,29 +180,24 @@ def _attempt(
     late = {k: n for k, n in late.items() if n}
     outcome.late_events = late_rows.num_rows
     keys = [(r["_start"], r["event_type"], r["currency"]) for r in touched]
-    recomputed, outcome.silver_rows_read = _recompute(spark, upstream, keys, spec.size_us)
+    recomputed, outcome.silver_rows_read = _recompute(spark, attempt.upstream, keys, spec.size_us)
     existing = _existing(dt, recomputed, state[WATERMARK_APP], moved.watermark, spec.size_us)
     rows = revise(existing, recomputed, late, moved.watermark, increment.version, spec.size_us)
     outcome.windows_recomputed = len(recomputed)
     outcome.windows_finalized = len(rows) - len(recomputed)
-    outcome.seconds["compute"] = time.monotonic() - clock
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
 
     began = time.monotonic()
-    metadata = increments.txn_metadata(increment, "windows", **{"eos.run_id": uuid.uuid4().hex})
-    outcome.late_version = _commit_late(late_dt, late_rows, increment.version, metadata)
+    metadata = attempt.metadata("windows")
+    outcome.late_version = _commit_late(late_dt, late_rows, attempt.txns, metadata)
     faults.crash_point(AFTER_LATE_EVENTS)
-    txns = {APP: increment.version, SIZE_APP: size_s}
+    txns = attempt.txns | {SIZE_APP: int(spec.size.total_seconds())}
     if moved.max_event_time is not None and moved.watermark is not None:
         txns |= {MAX_EVENT_TIME_APP: moved.max_event_time, WATERMARK_APP: moved.watermark}
     delta_tables.upsert(dt, _to_table(rows), list(KEY), "window_start", txns, metadata)
     faults.crash_point(AFTER_COMMIT)
-    outcome.version = delta_io.find_commit(
-        windows_uri, "eos.run_id", metadata["eos.run_id"], storage_options
-    )
     outcome.watermark = _time(moved.watermark)
     outcome.seconds["commit"] = time.monotonic() - began
-    outcome.seconds["total"] = time.monotonic() - clock
-    return outcome
 
 
 def _flag_late(spark: SparkSession, events: DataFrame, moved: Progress, size_us: int) -> DataFrame:
@@ -314,7 +305,7 @@ def _existing(
 
 
 def _commit_late(
-    late_dt: DeltaTable, late_rows: pa.Table, silver_version: int, metadata: Mapping[str, Any]
+    late_dt: DeltaTable, late_rows: pa.Table, txns: Mapping[str, int], metadata: Mapping[str, Any]
 ) -> int | None:
     """Append the late events not committed yet (a re-run after a crash skips them)."""
     done = late_dt.transaction_version(APP)
@@ -326,7 +317,7 @@ def _commit_late(
         late_dt,
         late_rows.select(LATE_SCHEMA.names).cast(LATE_SCHEMA),
         mode="append",
-        commit_properties=delta_tables.commit_properties({APP: silver_version}, metadata),
+        commit_properties=delta_tables.commit_properties(txns, metadata),
     )
     return late_dt.version()
 
