@@ -114,7 +114,7 @@ def kstreams_lines(
             Measurement(
                 "peers", f"Kafka Streams {g} windowed counts", run.rate, "records/s",
                 detail=f"{run.records:,} records in {run.seconds:.1f}s (start to last count "
-                f"update), {ours / run.rate if run.rate else 0:.2f}x ours; "
+                f"update), ours / this {ours / run.rate if run.rate else 0:.2f}x; "
                 f"dropped-records-total {run.dropped:,}; against gold: {diff.summary()}",
                 data={"run": vars(run), "diff": vars(diff),
                       "chart": [_point("windows", diff.label(f"Kafka Streams {g}"), run.rate)]},
