@@ -72,6 +72,8 @@ class WindowDiff:
         fewer_events: gold's events minus the peer's, over all windows (> 0: the peer counted
             fewer, e.g. late events it dropped or windows it had not closed).
         events: gold's events over all windows.
+        missing_at_end: of ``only_gold``, the windows that start after the peer's last window
+            (still open when it stopped, rather than lost in the middle of the stream).
     """
 
     windows: int
@@ -81,6 +83,7 @@ class WindowDiff:
     differ: int
     fewer_events: int
     events: int
+    missing_at_end: int = 0
 
     @property
     def mismatched(self) -> int:
@@ -97,7 +100,8 @@ class WindowDiff:
         """One short line for the result table."""
         return (
             f"{self.mismatched} of {self.windows} windows differ ({self.differ} counted "
-            f"differently, {self.only_gold} missing, {self.only_peer} extra), "
+            f"differently, {self.only_gold} missing of which {self.missing_at_end} after its "
+            f"last window, {self.only_peer} extra), "
             f"{self.fewer_events:,} events fewer than gold"
         )
 
@@ -106,14 +110,17 @@ def window_diff(gold: Mapping[WindowKey, int], peer: Mapping[WindowKey, int]) ->
     """Compare event counts per window (start, event type, currency)."""
     both = gold.keys() & peer.keys()
     differ = sum(1 for k in both if gold[k] != peer[k])
+    only_gold = gold.keys() - peer.keys()
+    last = max((k[0] for k in peer), default=None)
     return WindowDiff(
         windows=len(gold),
         same=len(both) - differ,
-        only_gold=len(gold.keys() - peer.keys()),
+        only_gold=len(only_gold),
         only_peer=len(peer.keys() - gold.keys()),
         differ=differ,
         fewer_events=sum(gold.values()) - sum(peer.values()),
         events=sum(gold.values()),
+        missing_at_end=sum(1 for k in only_gold if last is None or k[0] > last),
     )
 
 

@@ -41,6 +41,7 @@ def test_window_diff_names_each_kind_of_difference() -> None:
     assert (diff.windows, diff.same, diff.differ, diff.only_gold, diff.only_peer) == (3, 1, 1, 1, 1)
     assert diff.mismatched == 3
     assert diff.fewer_events == 17 - 13
+    assert diff.missing_at_end == 0  # the window at 300 is missing before the peer's last, 600
     assert "3 of 3 windows differ" in diff.summary()
     assert diff.label("peer") == "peer\n(counted 24% fewer events)"
 
@@ -75,3 +76,10 @@ def test_chart_takes_points_from_lines_and_draws_a_png(tmp_path: Path) -> None:
 def test_kafka_streams_peer_compiles(tmp_path: Path) -> None:
     classes = kstreams.compile_peer(tmp_path / "classes")
     assert (classes / f"{kstreams.MAIN}.class").exists()
+
+
+def test_window_diff_tells_windows_missing_at_the_end() -> None:
+    gold = {(0, "order_paid", "EUR"): 1, (300, "order_paid", "EUR"): 2, (600, "order_paid", ""): 3}
+    diff = compare.window_diff(gold, {(0, "order_paid", "EUR"): 1})
+    assert (diff.only_gold, diff.missing_at_end) == (2, 2)
+    assert compare.window_diff(gold, {}).missing_at_end == 3
