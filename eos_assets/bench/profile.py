@@ -79,7 +79,7 @@ def _profiled(folder: Path, name: str, step: Callable[[], object]) -> list[str]:
 
 def _hot_lines(root: Frame) -> dict[str, float]:
     """Time of every sample, charged to the innermost ``eos_assets`` function above it and
-    the outside call it made (``silver_events._attempt -> DataFrame.count``).
+    the outside call it made (``silver_events._step -> DataFrame.count``).
 
     A function that waits on Spark is so charged the time spent in py4j below the Spark
     action it called; time outside product code is charged to ``(outside eos_assets)``.
