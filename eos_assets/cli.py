@@ -1,4 +1,5 @@
-"""The ``eos-assets`` command: the embedded broker, the demo producer, the demo and the bench.
+"""The ``eos-assets`` command: the embedded broker, the local Spark server, the demo producer,
+the demo and the bench.
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
 code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo import DemoOptions, run_demo
-from eos_assets.lib import broker, spark_cds
+from eos_assets.lib import broker, spark_cds, spark_server
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.settings import Settings
@@ -52,6 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
         handler=cmd_broker_status
+    )
+
+    spk = commands.add_parser(
+        "spark", help="the local Spark Connect server that runs use with EOS_SPARK_CONNECT=local"
+    )
+    actions = spk.add_subparsers(dest="action", required=True, metavar="ACTION")
+    start = actions.add_parser("up", help="start it (or find it running) and print its URL")
+    start.add_argument("--port", type=int, default=0, help="port (default: the previous or any)")
+    start.set_defaults(handler=cmd_spark_up)
+    actions.add_parser("down", help="stop it").set_defaults(handler=cmd_spark_down)
+    actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
+        handler=cmd_spark_status
     )
 
     prod = commands.add_parser("produce", help="produce demo order events transactionally")
@@ -150,6 +163,31 @@ def cmd_broker_status(args: argparse.Namespace) -> int:
         print("not running (start it with `eos-assets broker up`)")
         return 1
     print(f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})")
+    return 0
+
+
+def cmd_spark_up(args: argparse.Namespace) -> int:
+    """Start the local Spark Connect server unless it runs; print its URL."""
+    settings = Settings.from_env()
+    info = spark_server.up(Path(settings.state_dir), settings.spark_master, port=args.port)
+    print(info.url)
+    return 0
+
+
+def cmd_spark_down(args: argparse.Namespace) -> int:
+    """Stop the local Spark Connect server; a server that is not running is not an error."""
+    stopped = spark_server.down(Path(Settings.from_env().state_dir))
+    print("stopped" if stopped else "not running")
+    return 0
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    """Print where the local Spark Connect server runs; exit 1 when it does not."""
+    info = spark_server.server_status(Path(Settings.from_env().state_dir))
+    if info is None:
+        print("not running (start it with `eos-assets spark up`)")
+        return 1
+    print(f"running at {info.url} (pid {info.pid}, log {info.log})")
     return 0
 
 

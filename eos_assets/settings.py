@@ -5,11 +5,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_assets.lib import broker
+from eos_assets.lib import broker, spark_server
 from eos_assets.lib.errors import ConfigError
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
 _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
+# EOS_SPARK_CONNECT value for the local server that `eos-assets spark up` starts.
+LOCAL_SPARK = "local"
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,11 @@ class Settings:
         topics: topics to ingest.
         lake_root: root of the Delta tables (local path or object-store URI).
         warehouse: path of the DuckDB serving database.
-        spark_master: Spark master URL.
+        spark_master: Spark master URL (of the in-process session, and of the local Spark
+            Connect server's own context).
+        spark_connect: where runs get Spark: None for a classic in-process session,
+            ``"local"`` for the server of ``eos-assets spark up``, or a remote Spark Connect
+            URL (``sc://host:port``).
         state_dir: where the embedded broker keeps its data and address file.
         kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
             (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
@@ -34,6 +40,7 @@ class Settings:
     lake_root: str = ".eos/lake"
     warehouse: str = ".eos/warehouse.duckdb"
     spark_master: str = "local[*]"
+    spark_connect: str | None = None
     state_dir: str = ".eos"
     kafka_client: Mapping[str, str] = field(default_factory=dict)
     agg_out_topic: str = "agg-out"
@@ -52,6 +59,7 @@ class Settings:
             lake_root=env.get("EOS_LAKE_ROOT") or ".eos/lake",
             warehouse=env.get("EOS_WAREHOUSE") or ".eos/warehouse.duckdb",
             spark_master=env.get("EOS_SPARK_MASTER") or "local[*]",
+            spark_connect=_spark_connect(env.get("EOS_SPARK_CONNECT") or None),
             state_dir=env.get("EOS_STATE_DIR") or ".eos",
             kafka_client=kafka_client_properties(env),
             agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or "agg-out",
@@ -68,12 +76,31 @@ class Settings:
             return self.kafka_bootstrap
         return broker.embedded_bootstrap(Path(self.state_dir))
 
+    def spark_remote(self) -> str | None:
+        """Return the Spark Connect URL runs connect to, or None for an in-process session.
+
+        Raises:
+            ConfigError: ``EOS_SPARK_CONNECT=local`` and the local server is not running.
+        """
+        if self.spark_connect == LOCAL_SPARK:
+            return spark_server.local_url(Path(self.state_dir))
+        return self.spark_connect
+
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""
         root = self.lake_root.rstrip("/")
         if "://" not in root:
             root = str(Path(root).resolve())
         return "/".join([root, *key])
+
+
+def _spark_connect(value: str | None) -> str | None:
+    if value is None or value == LOCAL_SPARK or value.startswith("sc://"):
+        return value
+    raise ConfigError(
+        f"EOS_SPARK_CONNECT={value!r} is neither 'local' nor a Spark Connect URL: set it to "
+        "'local' (the server of `eos-assets spark up`), to sc://host:port, or unset it"
+    )
 
 
 def kafka_client_properties(env: Mapping[str, str]) -> dict[str, str]:

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -67,3 +69,14 @@ def test_sasl_password_reaches_the_client_from_an_env_var_only(
     assert isinstance(kafka.sasl_password, dg.EnvVar)
     config = KafkaResource(bootstrap_servers="k1:9092", sasl_password="s3cret").client_config()
     assert config["sasl.password"] == "s3cret" and config["bootstrap.servers"] == "k1:9092"
+
+
+def test_spark_connect_chooses_the_session(tmp_path: Path) -> None:
+    assert Settings.from_env({}).spark_remote() is None  # classic, in-process
+    remote = Settings.from_env({"EOS_SPARK_CONNECT": "sc://spark.example:15002"})
+    assert remote.spark_remote() == "sc://spark.example:15002"
+    local = Settings.from_env({"EOS_SPARK_CONNECT": "local", "EOS_STATE_DIR": str(tmp_path)})
+    with pytest.raises(ConfigError, match="eos-assets spark up"):
+        local.spark_remote()
+    with pytest.raises(ConfigError, match="EOS_SPARK_CONNECT"):
+        Settings.from_env({"EOS_SPARK_CONNECT": "spark://m:7077"})

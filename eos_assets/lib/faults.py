@@ -29,6 +29,25 @@ POINTS = (AFTER_PLAN, MID_READ, AFTER_FILES, BEFORE_COMMIT, AFTER_COMMIT)
 _PAUSE_LIMIT_S = 120.0  # a test that never releases must not hang the run for good
 
 
+def settings() -> dict[str, str]:
+    """The fault variables of this process, for a Spark task to ``adopt``."""
+    return {k: os.environ[k] for k in (CRASH_ENV, PAUSE_ENV, PAUSE_DIR_ENV) if k in os.environ}
+
+
+def adopt(values: dict[str, str]) -> None:
+    """Arm this process exactly as the driver whose ``settings()`` these are.
+
+    A Spark Connect server's Python workers do not inherit the environment of the run, and
+    they are reused by later tasks: a task takes the run's fault variables, and drops any a
+    previous run left.
+    """
+    for name in (CRASH_ENV, PAUSE_ENV, PAUSE_DIR_ENV):
+        if name in values:
+            os.environ[name] = values[name]
+        else:
+            os.environ.pop(name, None)
+
+
 def armed(point: str) -> bool:
     """True when the process is told to die at ``point``."""
     return os.environ.get(CRASH_ENV) == point

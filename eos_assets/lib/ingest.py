@@ -11,15 +11,16 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
+import pyarrow as pa
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import PythonException
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import delta_io, faults
+from eos_assets.lib import delta_io, faults, spark_modes
 from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.ranges import (
@@ -39,6 +40,8 @@ from eos_assets.lib.schema import BRONZE_SCHEMA
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+# What a read task returns per piece: its WrittenFile as one line of JSON.
+_WRITTEN = "file string"
 
 
 @dataclass(frozen=True)
@@ -236,25 +239,55 @@ def _read(
     table_uri: str,
     options: IngestOptions,
 ) -> list[WrittenFile]:
-    sc = spark.sparkContext
-    pieces = split_for_slots(ranges, sc.defaultParallelism, options.min_split)
-    task = functools.partial(
-        read_range_to_file,
-        config=dict(config),
-        table_uri=table_uri,
-        timeout_s=options.read_timeout_s,
-        driver_pid=os.getpid() if faults.armed(faults.MID_READ) else None,
-    )
-    sc.setJobDescription(f"eos ingest: {len(pieces)} ranges")
+    """Read every range in Spark tasks, one piece per task; return the files they wrote."""
+    pieces = split_for_slots(ranges, spark_modes.task_slots(spark), options.min_split)
+    read: dict[str, Any] = {
+        "config": dict(config),
+        "table_uri": table_uri,
+        "timeout_s": options.read_timeout_s,
+        "driver_pid": os.getpid() if faults.armed(faults.MID_READ) else None,
+    }
     try:
-        return sc.parallelize(pieces, len(pieces)).map(task).collect()
-    except (PythonException, Py4JJavaError) as exc:
+        with spark_modes.job_description(spark, f"eos ingest: {len(pieces)} ranges"):
+            if spark_modes.is_connect(spark):
+                return _read_over_connect(spark, pieces, read)
+            # In-process, the RDD of pieces stays: in a new process (every run of the classic
+            # mode) its first ingest of 200k records read in 6.7-9.0 s against 14.2-18.2 s with
+            # mapInArrow (3 runs each, loaded 2-core machine); warm, both took 1.3-2.1 s.
+            task = functools.partial(read_range_to_file, **read)
+            return spark.sparkContext.parallelize(pieces, len(pieces)).map(task).collect()
+    except (PySparkException, Py4JJavaError) as exc:
         # A task's BrokerError reaches the driver wrapped in pages of Python and Java stack.
         text = str(exc)
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
         raise raised_in(text) or EosError(
-            f"a Spark task of the ingest failed ({first[:200]}): see the Spark log above"
+            f"a Spark task of the ingest failed ({first[:200]}): see the Spark log"
         ) from None
-    finally:
-        # The description is a property of the thread: later jobs of the run must not carry it.
-        sc.setLocalProperty("spark.job.description", None)  # pyright: ignore[reportArgumentType]
+
+
+def _read_over_connect(
+    spark: SparkSession, pieces: Sequence[OffsetRange], read: dict[str, Any]
+) -> list[WrittenFile]:
+    """Spark Connect has no RDDs: a DataFrame of piece numbers, one per partition, is mapped
+    with ``mapInArrow``. The server's Python workers do not have the run's environment, so the
+    fault settings travel with the task."""
+    task = functools.partial(
+        _read_pieces, pieces=list(pieces), fault_settings=faults.settings(), read=read
+    )
+    numbers = spark.range(0, len(pieces), 1, len(pieces))
+    rows = numbers.mapInArrow(task, _WRITTEN).collect()
+    return [WrittenFile.from_json(row["file"]) for row in rows]
+
+
+def _read_pieces(
+    batches: Iterator[pa.RecordBatch],
+    pieces: Sequence[OffsetRange],
+    fault_settings: dict[str, str],
+    read: dict[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    """Spark task: read the pieces whose numbers arrive in ``batches``, one file each."""
+    faults.adopt(fault_settings)
+    for batch in batches:
+        for number in batch.column("id").to_pylist():
+            written = read_range_to_file(pieces[number], **read)
+            yield pa.RecordBatch.from_pydict({"file": [written.to_json()]})

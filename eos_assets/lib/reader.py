@@ -8,11 +8,12 @@ task that fails or is killed leaves at most an orphan file that no reader ever s
 import bisect
 import contextlib
 import gc
+import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -57,6 +58,16 @@ class WrittenFile:
     first_offset: int | None
     last_offset: int | None
     read_seconds: float
+
+    def to_json(self) -> str:
+        """One line of JSON, how a Spark task hands the file back to the driver."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "WrittenFile":
+        """The file ``to_json`` described."""
+        fields: dict[str, Any] = json.loads(text)
+        return cls(**{**fields, "range": OffsetRange(**fields["range"])})
 
 
 def reader_config(client_config: Mapping[str, str]) -> dict[str, str]:

@@ -4,7 +4,8 @@
 local[2] SparkSession, runs ``ingest_bronze`` once and prints one JSON line: the outcome
 (``"ok": true``) or the one-line ``EosError`` (``"ok": false``, exit code 3); a line
 ``EOS_SPARK_READY`` comes first, when Spark is up and the ingest proper begins. The crash points
-and the pause point of ``eos_assets.lib.faults`` are armed through the environment.
+and the pause point of ``eos_assets.lib.faults`` are armed through the environment. With
+``--remote sc://...`` the session is a Spark Connect one of that server instead.
 """
 
 import argparse
@@ -26,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", required=True)
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument("--read-timeout", type=float, default=60.0)
+    parser.add_argument("--remote", default=None, help="a Spark Connect URL")
     args = parser.parse_args(argv)
     try:
-        session = _spark()
+        session = _spark(args.remote)
         print(READY, flush=True)
         outcome = ingest_bronze(
             session,
@@ -55,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _spark():
+def _spark(remote: str | None = None):
     from pyspark.sql import SparkSession
 
+    if remote is not None:
+        return SparkSession.builder.remote(remote).getOrCreate()
     from eos_assets.lib.java import require_java
     from eos_assets.lib.spark_env import spark_config, use_this_python
 

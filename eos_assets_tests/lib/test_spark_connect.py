@@ -1,0 +1,140 @@
+"""The local Spark Connect server: started once, the bronze ingest over it equals the in-process
+one (aborted records never), a task's error comes back as its one line, a crash mid-read then a
+rerun is exact, and ``spark down`` stops it."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from eos_assets import cli
+from eos_assets.lib import delta_io, faults, spark_server
+from eos_assets.lib.ingest import ingest_bronze
+from eos_assets_tests.faults.ingest_once import FAILED
+from eos_assets_tests.lib.test_ingest import batch, committed_truth, rows
+from eos_assets_tests.txn_producer import Sent, send_transaction
+
+# Every column a reader sees, in a stable row order, to compare two tables row for row.
+_KEY = ["topic", "partition", "offset"]
+OUTCOME = "EOS_OUTCOME "
+
+
+@pytest.fixture(scope="session")
+def connect_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """State folder of one real local Spark Connect server (2 task slots) for the session."""
+    state = tmp_path_factory.mktemp("spark-state")
+    spark_server.up(state, "local[2]")
+    yield state
+    spark_server.down(state)
+
+
+def over_connect(
+    state: Path, bootstrap: str, topic: str, uri: str, *extra: str, crash_at: str | None = None
+) -> tuple[int, dict[str, Any] | None]:
+    """One ingest over the server in a process of its own; its exit code and outcome line.
+
+    A process of its own: pyspark refuses a Spark Connect session in a process that has an
+    in-process one (the session fixture's).
+    """
+    command = [
+        sys.executable, "-m", "eos_assets_tests.faults.ingest_once", "--bootstrap", bootstrap,
+        "--topic", topic, "--table", uri, "--remote", spark_server.local_url(state), *extra,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in (faults.CRASH_ENV, faults.PAUSE_ENV)}
+    if crash_at is not None:
+        env[faults.CRASH_ENV] = crash_at
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(OUTCOME)]
+    outcome = json.loads(lines[-1].removeprefix(OUTCOME)) if lines else None
+    return done.returncode, outcome
+
+
+def table(uri: str) -> pa.Table:
+    t = delta_io.read_arrow(uri)
+    return t.sort_by([(k, "ascending") for k in _KEY])
+
+
+def positions(uri: str, topic: str) -> dict[str, int | None]:
+    apps = [f"eos:{topic}:{p}" for p in range(3)]
+    return dict(delta_io.positions(delta_io.load(uri), apps))
+
+
+def send(bootstrap: str, topic: str) -> list[Sent]:
+    return [
+        send_transaction(bootstrap, topic, batch(300, 3)),
+        send_transaction(bootstrap, topic, batch(50, 3, first=300), commit=False),
+        send_transaction(bootstrap, topic, batch(250, 3, first=350)),
+    ]
+
+
+def test_an_ingest_over_connect_equals_the_in_process_one(
+    spark: SparkSession,
+    connect_state: Path,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+) -> None:
+    topic = make_topic(3)
+    sent = send(kafka_bootstrap, topic)
+    classic, remote = f"{lake_root}/classic", f"{lake_root}/connect"
+    assert ingest_bronze(spark, classic, [topic], {"bootstrap.servers": kafka_bootstrap}).records
+    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, remote)
+    assert code == 0 and outcome is not None and outcome["records"] == 550
+    assert table(remote).equals(table(classic))
+    assert positions(remote, topic) == positions(classic, topic)
+    assert set(rows(remote)) == committed_truth(sent)
+    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, remote)
+    assert code == 0 and outcome is not None and outcome["version"] is None  # nothing new
+
+
+def test_a_task_error_over_connect_is_its_one_line(
+    connect_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+) -> None:
+    topic = make_topic(1)
+    # More than one consumed batch (10,000 records): a 0 s read timeout expires after the first.
+    send_transaction(kafka_bootstrap, topic, batch(12_000, 1))
+    uri = f"{lake_root}/bronze"
+    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, uri, "--read-timeout", "0")
+    assert code == FAILED and outcome is not None and outcome["kind"] == "BrokerError"
+    assert re.fullmatch(r"reading .* did not finish in 0s .*read_timeout_s", outcome["error"])
+
+
+def test_a_crash_mid_read_over_connect_then_a_rerun_is_exact(
+    connect_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+) -> None:
+    topic = make_topic(3)
+    sent = send(kafka_bootstrap, topic)
+    uri = f"{lake_root}/bronze"
+    # The server's Python workers never saw this variable: the task gets it from the run.
+    code, outcome = over_connect(
+        connect_state, kafka_bootstrap, topic, uri, crash_at=faults.MID_READ
+    )
+    assert code == -9 and outcome is None
+    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, uri)
+    assert code == 0 and outcome is not None and outcome["records"] == 550
+    found = rows(uri)
+    assert set(found) == committed_truth(sent) and len(found) == 550
+
+
+def test_spark_status_then_down_stops_the_server(
+    connect_state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EOS_STATE_DIR", str(connect_state))
+    info = spark_server.server_status(connect_state)
+    assert info is not None
+    assert cli.main(["spark", "status"]) == 0
+    assert info.url in capsys.readouterr().out
+    assert cli.main(["spark", "down"]) == 0
+    assert capsys.readouterr().out.strip() == "stopped"
+    assert not Path(f"/proc/{info.pid}").exists()
+    assert cli.main(["spark", "status"]) == 1
+    assert cli.main(["spark", "down"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "not running"
