@@ -2,10 +2,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.lib.errors import ConfigError
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.spark import quick_start_run_config
 from eos_assets.settings import Settings, kafka_client_properties
 
 
@@ -80,3 +82,15 @@ def test_spark_connect_chooses_the_session(tmp_path: Path) -> None:
         local.spark_remote()
     with pytest.raises(ConfigError, match="EOS_SPARK_CONNECT"):
         Settings.from_env({"EOS_SPARK_CONNECT": "spark://m:7077"})
+
+
+def test_the_spark_resource_follows_spark_connect() -> None:
+    url = "sc://spark.example:15002"
+    remote = build_resources(Settings.from_env({"EOS_SPARK_CONNECT": url}))["pyspark"]
+    assert isinstance(remote, LazyPySparkResource)
+    assert remote.spark_config == {"spark.remote": url}
+    assert quick_start_run_config(remote) == {}  # no driver JVM of the run's own
+    classic = build_resources(Settings.from_env({}))["pyspark"]
+    assert isinstance(classic, LazyPySparkResource)
+    assert "spark.remote" not in classic.spark_config
+    assert classic.spark_config["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
