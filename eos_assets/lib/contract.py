@@ -1,4 +1,4 @@
-"""The event contract of topic ``orders`` (see ARCHITECTURE.md, "Event contract")."""
+"""The event contract of topic ``orders`` (DESIGN.md, "The event contract")."""
 
 from enum import StrEnum
 

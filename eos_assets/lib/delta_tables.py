@@ -1,9 +1,9 @@
 """Derived Delta tables: create, read small slices, commit files, upsert.
 
-Spark computes and delta-rs commits (ARCHITECTURE.md). Large results are written by Spark
-tasks as Parquet files inside the table folder (``file_writer.write_files``) and committed by
-the driver as add actions (``commit_adds``); small ones go from ``DataFrame.toArrow()`` to
-``upsert`` (a delta-rs merge).
+Spark computes and delta-rs commits (DESIGN.md, "Which engine writes which table, and why").
+Large results are written by Spark tasks as Parquet files inside the table folder
+(``file_writer.write_files``) and committed by the driver as add actions (``commit_adds``);
+small ones go from ``DataFrame.toArrow()`` to ``upsert`` (a delta-rs merge).
 Every commit is made from the snapshot the consumed upstream version was read from, with that
 version (and any other state) as ``txn`` actions, so it is all-or-nothing and a racing
 duplicate fails with ``CommitFailedError``.
@@ -47,7 +47,7 @@ def ensure(
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> None:
-    """Create the table at ``uri`` unless it exists (before any writer runs: see ARCHITECTURE)."""
+    """Create the table at ``uri`` unless it exists, before any run plans against it."""
     options = dict(storage_options or {})
     try:
         DeltaTable(uri, storage_options=options)

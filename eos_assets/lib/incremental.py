@@ -13,8 +13,8 @@ it has consumed (``increments.upstream_app``). One attempt of ``run``:
 4. The committed version is found by the run's id in the table's history.
 
 A concurrent run that committed first makes a commit from the planned snapshot fail with
-``CommitFailedError`` (ARCHITECTURE.md, protocol step 4); the attempt is then made again from
-new snapshots, where the rival's work is already consumed.
+``CommitFailedError`` (DESIGN.md, "Positions live with the data"); the attempt is then made
+again from new snapshots, where the rival's work is already consumed.
 """
 
 import logging

@@ -13,8 +13,8 @@ exist: Delta keeps them ``delta.logRetentionDuration`` (30 days by default) afte
 
 The version consumed, the data written and the new ``txn`` go into one commit made from the
 ``DeltaTable`` snapshot the consumed version was read from, so a racing duplicate run fails
-with ``CommitFailedError`` and re-plans (ARCHITECTURE.md, protocol step 4): ``incremental.py``
-runs that step for every derived table.
+with ``CommitFailedError`` and re-plans (DESIGN.md, "Positions live with the data"):
+``incremental.py`` runs that step for every derived table.
 """
 
 import json

@@ -1,4 +1,6 @@
-"""Exactly-once ingest of Kafka ranges into the bronze Delta table (ARCHITECTURE.md, protocol).
+"""Exactly-once ingest of Kafka ranges into the bronze Delta table.
+
+The protocol is described in DESIGN.md, "Positions live with the data".
 
 Plan from the table's ``txn`` record, read the ranges in Spark tasks that each write one
 Parquet file, then commit every file plus one ``txn`` action per partition in one Delta commit
