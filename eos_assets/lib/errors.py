@@ -34,6 +34,10 @@ class JavaMissingError(EosError):
     """No Java runtime is available for Spark."""
 
 
+class SparkServerError(EosError):
+    """The Spark Connect server a run uses stopped answering (or was never there)."""
+
+
 class DataLossError(EosError):
     """Kafka deleted records (retention, delete-records) before the ingest read them."""
 

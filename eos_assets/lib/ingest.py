@@ -242,7 +242,6 @@ def _read(
     options: IngestOptions,
 ) -> list[WrittenFile]:
     """Read every range in Spark tasks, one piece per task; return the files they wrote."""
-    pieces = split_for_slots(ranges, spark_modes.task_slots(spark), options.min_split)
     read: dict[str, Any] = {
         "config": dict(config),
         "table_uri": table_uri,
@@ -250,6 +249,7 @@ def _read(
         "driver_pid": os.getpid() if faults.armed(faults.MID_READ) else None,
     }
     try:
+        pieces = split_for_slots(ranges, spark_modes.task_slots(spark), options.min_split)
         with spark_modes.job_description(spark, f"eos ingest: {len(pieces)} ranges"):
             if spark_modes.is_connect(spark):
                 return _read_over_connect(spark, pieces, read)
@@ -259,6 +259,9 @@ def _read(
             task = functools.partial(read_range_to_file, **read)
             return spark.sparkContext.parallelize(pieces, len(pieces)).map(task).collect()
     except (PySparkException, Py4JJavaError) as exc:
+        lost = spark_modes.server_lost(spark, exc)
+        if lost is not None:
+            raise lost from None
         # A task's BrokerError reaches the driver wrapped in pages of Python and Java stack.
         text = str(exc)
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")

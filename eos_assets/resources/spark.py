@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from eos_assets.lib.java import require_java
 from eos_assets.lib.spark_env import QUICK_START_JIT, spark_config, use_this_python
+from eos_assets.lib.spark_modes import bound_retries
 from eos_assets.settings import Settings
 
 REMOTE = "spark.remote"
@@ -32,10 +33,12 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
 
 def spark_session(resource: LazyPySparkResource) -> SparkSession:
     """The resource's session; an in-process one only after checking that Java is there
-    (one-line error otherwise)."""
-    if REMOTE not in resource.spark_config:
-        require_java()
-        use_this_python()
+    (one-line error otherwise), a Spark Connect one that gives up on a dead server within
+    seconds (``spark_modes.bound_retries``)."""
+    if REMOTE in resource.spark_config:
+        return bound_retries(resource.spark_session)
+    require_java()
+    use_this_python()
     return resource.spark_session
 
 

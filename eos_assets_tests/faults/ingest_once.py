@@ -5,7 +5,8 @@ local[2] SparkSession, runs ``ingest_bronze`` once and prints one JSON line: the
 (``"ok": true``) or the one-line ``EosError`` (``"ok": false``, exit code 3); a line
 ``EOS_SPARK_READY`` comes first, when Spark is up and the ingest proper begins. The crash points
 and the pause point of ``eos_assets.lib.faults`` are armed through the environment. With
-``--remote sc://...`` the session is a Spark Connect one of that server instead.
+``--remote sc://...`` the session is a Spark Connect one of that server instead, with the
+product's retry bound (``spark_modes.bound_retries``).
 """
 
 import argparse
@@ -61,7 +62,9 @@ def _spark(remote: str | None = None):
     from pyspark.sql import SparkSession
 
     if remote is not None:
-        return SparkSession.builder.remote(remote).getOrCreate()
+        from eos_assets.lib.spark_modes import bound_retries
+
+        return bound_retries(SparkSession.builder.remote(remote).getOrCreate())
     from eos_assets.lib.java import require_java
     from eos_assets.lib.spark_env import spark_config, use_this_python
 

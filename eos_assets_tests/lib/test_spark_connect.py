@@ -1,12 +1,15 @@
 """The local Spark Connect server: started once, the bronze ingest over it equals the in-process
 one (aborted records never), a task's error comes back as its one line, a crash mid-read then a
-rerun is exact, and ``spark down`` stops it."""
+rerun is exact, a server killed mid-run fails the run in one line within seconds and after
+``spark up`` a rerun is exact, and ``spark down`` stops it."""
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,17 +47,24 @@ def over_connect(
     A process of its own: pyspark refuses a Spark Connect session in a process that has an
     in-process one (the session fixture's).
     """
-    command = [
-        sys.executable, "-m", "eos_assets_tests.faults.ingest_once", "--bootstrap", bootstrap,
-        "--topic", topic, "--table", uri, "--remote", spark_server.local_url(state), *extra,
-    ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in (faults.CRASH_ENV, faults.PAUSE_ENV)}
     if crash_at is not None:
         env[faults.CRASH_ENV] = crash_at
+    command = ingest_command(spark_server.local_url(state), bootstrap, topic, uri, *extra)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    lines = [line for line in done.stdout.splitlines() if line.startswith(OUTCOME)]
-    outcome = json.loads(lines[-1].removeprefix(OUTCOME)) if lines else None
-    return done.returncode, outcome
+    return done.returncode, outcome_of(done.stdout)
+
+
+def ingest_command(url: str, bootstrap: str, topic: str, uri: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "eos_assets_tests.faults.ingest_once", "--bootstrap", bootstrap,
+        "--topic", topic, "--table", uri, "--remote", url, *extra,
+    ]  # fmt: skip
+
+
+def outcome_of(stdout: str) -> dict[str, Any] | None:
+    lines = [line for line in stdout.splitlines() if line.startswith(OUTCOME)]
+    return json.loads(lines[-1].removeprefix(OUTCOME)) if lines else None
 
 
 def table(uri: str) -> pa.Table:
@@ -122,6 +132,77 @@ def test_a_crash_mid_read_over_connect_then_a_rerun_is_exact(
     assert code == 0 and outcome is not None and outcome["records"] == 550
     found = rows(uri)
     assert set(found) == committed_truth(sent) and len(found) == 550
+
+
+# A run whose server died fails and exits once the bounded retries are spent
+# (spark_modes.RETRY_POLICY: 11-13 s). pyspark's default retries kept it waiting ~10 minutes,
+# and its cleanup calls, retried once more each, held the process until ~37 s.
+DEAD_SERVER_EXIT_S = 30.0
+
+
+def test_a_server_killed_mid_read_fails_the_run_in_one_line_and_a_rerun_after_up_is_exact(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+) -> None:
+    # A server of its own: the session's one stays up for the other tests.
+    state = tmp_path / "state"
+    monkeypatch.setenv("EOS_STATE_DIR", str(state))
+    monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
+    assert cli.main(["spark", "up"]) == 0
+    url = capsys.readouterr().out.strip()
+    try:
+        topic = make_topic(3)
+        uri = f"{lake_root}/bronze"
+        sent = [send_transaction(kafka_bootstrap, topic, batch(300, 3))]
+        assert over_connect(state, kafka_bootstrap, topic, uri)[0] == 0
+        before, version = table(uri), delta_io.load(uri).version()
+        sent.append(send_transaction(kafka_bootstrap, topic, batch(250, 3, first=300)))
+
+        # The run's tasks stop mid-read inside the server; then the server dies under it.
+        pauses = tmp_path / "pauses"
+        pauses.mkdir()
+        env = {k: v for k, v in os.environ.items() if k != faults.CRASH_ENV}
+        env |= {faults.PAUSE_ENV: faults.MID_READ, faults.PAUSE_DIR_ENV: str(pauses)}
+        run = subprocess.Popen(
+            ingest_command(url, kafka_bootstrap, topic, uri),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while not list(pauses.glob(f"{faults.MID_READ}-*.ready")):
+                assert run.poll() is None and time.monotonic() < deadline, "no task paused"
+                time.sleep(0.1)
+            info = spark_server.server_status(state)
+            assert info is not None
+            os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+            stdout, _ = run.communicate(timeout=DEAD_SERVER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run still waited {DEAD_SERVER_EXIT_S:g}s after its server died")
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        outcome = outcome_of(stdout)
+        assert run.returncode == FAILED and outcome is not None
+        assert outcome["kind"] == "SparkServerError"
+        assert outcome["error"] == (
+            f"the Spark Connect server at {url} stopped answering: run `eos-assets spark up` "
+            "(or check EOS_SPARK_CONNECT) and rerun"
+        )
+        assert delta_io.load(uri).version() == version and table(uri).equals(before)
+
+        assert cli.main(["spark", "up"]) == 0
+        assert capsys.readouterr().out.strip() == url  # its port again: run config still fits
+        code, outcome = over_connect(state, kafka_bootstrap, topic, uri)
+        assert code == 0 and outcome is not None and outcome["records"] == 250
+        found = rows(uri)
+        assert set(found) == committed_truth(sent) and len(found) == 550
+    finally:
+        spark_server.down(state)
 
 
 def test_spark_status_then_down_stops_the_server(
