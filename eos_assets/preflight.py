@@ -1,23 +1,12 @@
 """Checks run before `make demo`, `make test` and `make ui`: one line each when something is off."""
 
 import argparse
-import socket
 import sys
 
 from eos_assets.lib import jars
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.java import require_java
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
+from eos_assets.lib.ports import port_free
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -30,6 +29,7 @@ from eos_assets.lib.kafka_admin import check_reachable as check_reachable
 from eos_assets.lib.kafka_admin import ensure_topic as ensure_topic
 from eos_assets.lib.kafka_admin import probe_transactions
 from eos_assets.lib.kafka_admin import wait_ready as wait_ready
+from eos_assets.lib.ports import free_port, port_free
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ def _ports(data_dir: Path, port: int) -> tuple[int, int]:
     previous: dict[str, int] = {}
     with contextlib.suppress(FileNotFoundError, ValueError):
         previous = json.loads(saved.read_text())
-    if port and not _port_free(port):
+    if port and not port_free(port):
         raise BrokerError(
             f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another port "
             "with --port"
@@ -285,14 +285,11 @@ def _ports(data_dir: Path, port: int) -> tuple[int, int]:
 
 
 def _reuse_or_pick(port: int | None, avoid: int = 0) -> int:
-    if port and port != avoid and _port_free(port):
+    if port and port != avoid and port_free(port):
         return port
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            picked = sock.getsockname()[1]
-        if picked != avoid:
-            return picked
+    while (picked := free_port()) == avoid:
+        pass
+    return picked
 
 
 def _write_properties(
@@ -381,17 +378,6 @@ def _failure(data_dir: Path) -> str:
 
 def _state_file(state_dir: Path) -> Path:
     return Path(state_dir) / "broker" / "broker.json"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # SO_REUSEADDR as servers use it, so a port in TIME_WAIT does not count as busy.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _alive(pid: int) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.lib.java import require_java
+from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark_env import spark_config
 
 MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -56,9 +57,9 @@ def start_server(
     require_java()
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    if port and not _port_free(port):
+    if port and not port_free(port):
         raise EosError(f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another")
-    port = port or _free_port()
+    port = port or free_port()
     # The server runs once per machine: the class archive of short-lived drivers is not for it.
     config = spark_config(master, app_name="eos_assets_connect", class_archive=False)
     config |= {
@@ -129,7 +130,7 @@ def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
         # The previous port when free: run config written before a restart still points here.
         with contextlib.suppress(FileNotFoundError, ValueError):
             previous = int(saved.read_text())
-            port = previous if _port_free(previous) else 0
+            port = previous if port_free(previous) else 0
     info = start_server(folder, master=master, port=port)
     saved.write_text(info.url.rsplit(":", 1)[1])
     path = _state_file(state_dir)
@@ -184,22 +185,6 @@ def _failure(out_path: Path) -> str:
     errors = [line.strip() for line in lines if "ERROR" in line or "Exception" in line]
     useful = errors or [line.strip() for line in lines if line.strip()] or ["(no output)"]
     return useful[-1][:500]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _listening(port: int) -> bool:
