@@ -1,49 +1,26 @@
-"""The one entry point: assembles the Definitions of every asset, check, job, sensor, schedule
-and resource."""
+"""The one entry point: the declared streams (``eos_assets/streams/``, one ``EventStream``
+component each) with their assets, checks, jobs, sensors and schedules, and the resources."""
+
+from pathlib import Path
 
 import dagster as dg
 
-from eos_assets.defs import (
-    automation,
-    bronze,
-    checks,
-    derived_checks,
-    gold,
-    jobs,
-    outbound,
-    schedules,
-    sensors,
-    silver,
-)
+import eos_assets.streams
+from eos_assets.components.event_stream import load_streams
+from eos_assets.components.spec import StreamModel
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
 
-defs = dg.Definitions(
-    assets=[
-        *dg.load_assets_from_modules([bronze]),
-        *dg.load_assets_from_modules(
-            [silver, gold, outbound], automation_condition=automation.FOLLOW_UPSTREAM
-        ),
-    ],
-    asset_checks=dg.load_asset_checks_from_modules([checks, derived_checks, outbound]),
-    jobs=[
-        jobs.ingest_job,
-        jobs.stream_job,
-        jobs.refresh_job,
-        jobs.all_assets_job,
-        jobs.freshness_job,
-        jobs.audit_job,
-        jobs.outbound_job,
-        schedules.maintenance_job,
-    ],
-    sensors=[sensors.ingest_on_kafka_lag, automation.downstream_sensor],
-    schedules=[
-        automation.freshness_schedule,
-        automation.audit_schedule,
-        schedules.maintenance_schedule,
-    ],
-    resources=build_resources(Settings.from_env()),
-    # Every step of a run shares the run's one SparkSession: a process per step would start a
-    # JVM per step (seconds each), which dominates small incremental runs.
-    executor=dg.in_process_executor,
-)
+
+def _definitions() -> tuple[dg.Definitions, list[StreamModel]]:
+    declared, streams = load_streams(eos_assets.streams, Path(__file__).parent.parent)
+    shared = dg.Definitions(
+        resources=build_resources(Settings.from_env(), streams[0].topics),
+        # Every step of a run shares the run's one SparkSession: a process per step would start
+        # a JVM per step (seconds each), which dominates small incremental runs.
+        executor=dg.in_process_executor,
+    )
+    return dg.Definitions.merge(declared, shared), streams
+
+
+defs, streams = _definitions()

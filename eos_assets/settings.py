@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_assets.lib import broker, spark_server
+from eos_assets.lib import broker
 from eos_assets.lib.errors import ConfigError
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
@@ -20,14 +20,17 @@ class Settings:
 
     Attributes:
         kafka_bootstrap: Kafka bootstrap servers; None means "the embedded broker".
-        topics: topics to ingest.
+        topics: topics to ingest when ``EOS_TOPICS`` names them (``topics_from_env``);
+            otherwise the declared stream's topics are (``orders`` for the tools that run
+            without the definitions: the demo producer, the bench).
+        topics_from_env: ``EOS_TOPICS`` is set and overrides the declared topics.
         lake_root: root of the Delta tables (local path or object-store URI).
         warehouse: path of the DuckDB serving database.
         spark_master: Spark master URL (of the in-process session, and of the local Spark
             Connect server's own context).
         spark_connect: where runs get Spark: None for a classic in-process session,
-            ``"local"`` for the server of ``eos-assets spark up``, or a remote Spark Connect
-            URL (``sc://host:port``).
+            ``"local"`` for the server of ``eos-assets spark up`` (looked up when a run first
+            uses Spark), or a remote Spark Connect URL (``sc://host:port``).
         state_dir: where the embedded broker keeps its data and address file.
         kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
             (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
@@ -37,6 +40,7 @@ class Settings:
 
     kafka_bootstrap: str | None = None
     topics: tuple[str, ...] = ("orders",)
+    topics_from_env: bool = False
     lake_root: str = ".eos/lake"
     warehouse: str = ".eos/warehouse.duckdb"
     spark_master: str = "local[*]"
@@ -56,6 +60,7 @@ class Settings:
         return cls(
             kafka_bootstrap=env.get("EOS_KAFKA_BOOTSTRAP") or None,
             topics=topics,
+            topics_from_env="EOS_TOPICS" in env,
             lake_root=env.get("EOS_LAKE_ROOT") or ".eos/lake",
             warehouse=env.get("EOS_WAREHOUSE") or ".eos/warehouse.duckdb",
             spark_master=env.get("EOS_SPARK_MASTER") or "local[*]",
@@ -75,16 +80,6 @@ class Settings:
         if self.kafka_bootstrap:
             return self.kafka_bootstrap
         return broker.embedded_bootstrap(Path(self.state_dir))
-
-    def spark_remote(self) -> str | None:
-        """Return the Spark Connect URL runs connect to, or None for an in-process session.
-
-        Raises:
-            ConfigError: ``EOS_SPARK_CONNECT=local`` and the local server is not running.
-        """
-        if self.spark_connect == LOCAL_SPARK:
-            return spark_server.local_url(Path(self.state_dir))
-        return self.spark_connect
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""

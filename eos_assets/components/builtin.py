@@ -1,0 +1,182 @@
+"""The built-in pipeline behind a declared stream, and the shape it computes.
+
+This version's tables are computed by code written for one shape of event, the order events
+of the demo (``eos_assets/defs``). A declaration drives it as follows:
+
+- taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment), ``kpis``
+  and ``serve`` (run by DuckDB over the stream's window and entity tables);
+- checked against the built-in shape, with one line naming the first difference: the event
+  id and time fields, the payload, the entity state, the windows' dimensions and measures;
+- checked against the built-in defaults: ``start``, window ``size`` and ``grace`` (a run's
+  config still sets them per run) and the thresholds (``EOS_*`` variables still override them).
+
+Streams of another shape, more than one stream, ``topic_pattern`` and a ``start`` other than
+earliest are refused when the definitions load, with one line saying so.
+"""
+
+import dagster as dg
+
+from eos_assets.components.spec import (
+    DeclarationError,
+    StreamModel,
+    as_timedelta,
+)
+from eos_assets.defs import (
+    automation,
+    bronze,
+    checks,
+    derived_checks,
+    gold,
+    jobs,
+    outbound,
+    schedules,
+    sensors,
+    silver,
+)
+from eos_assets.lib.contract import EVENT_TYPES
+from eos_assets.lib.limits import Limits
+from eos_assets.lib.windows import WindowSpec
+
+# What the built-in tables compute, field by field, as a declaration would say it.
+SHAPE: dict[str, object] = {
+    "event_id": {"field": "event_id"},
+    "event_time": {"field": "event_time", "format": "iso8601"},
+    "payload": {
+        "event_type": {"type": "string", "required": True, "values": list(EVENT_TYPES)},
+        "order_id": {"type": "string", "required": False, "values": None},
+        "customer_id": {"type": "string", "required": False, "values": None},
+        "amount": {"type": "double", "required": True, "values": None},
+        "currency": {"type": "string", "required": False, "values": None},
+    },
+    "entity": {
+        "key": "order_id",
+        "fields": {
+            "status": {
+                "fold": "latest",
+                "of": "event_type",
+                "when": None,
+                "strip_prefix": "order_",
+            },
+            **{
+                name: {"fold": "latest", "of": None, "when": None, "strip_prefix": None}
+                for name in ("customer_id", "currency", "amount")
+            },
+            **{
+                f"{kind.removeprefix('order_')}_amount": {
+                    "fold": "sum",
+                    "of": "amount",
+                    "when": {"event_type": kind},
+                    "strip_prefix": None,
+                }
+                for kind in EVENT_TYPES
+            },
+            "event_count": {"fold": "count", "of": None, "when": None, "strip_prefix": None},
+            "first_event_time": {
+                "fold": "first_time",
+                "of": None,
+                "when": None,
+                "strip_prefix": None,
+            },
+            "last_event_time": {
+                "fold": "last_time",
+                "of": None,
+                "when": None,
+                "strip_prefix": None,
+            },
+        },
+    },
+    "windows.dimensions": ["event_type", "currency"],
+    "windows.measures": {
+        "event_count": {"agg": "count", "of": None},
+        "distinct_orders": {"agg": "count_distinct", "of": "order_id"},
+        "distinct_customers": {"agg": "count_distinct", "of": "customer_id"},
+        "amount_sum": {"agg": "sum", "of": "amount"},
+    },
+}
+
+
+def check_shape(stream: StreamModel, source: str) -> None:
+    """Refuse what the built-in pipeline would not compute as declared.
+
+    Raises:
+        DeclarationError: the first field that differs, with what this version computes.
+    """
+
+    def refuse(field: str, problem: str, fix: str) -> None:
+        raise DeclarationError(source, field, problem, fix)
+
+    declared = stream.model_dump(mode="json")
+    declared["windows.dimensions"] = declared["windows"]["dimensions"]
+    declared["windows.measures"] = declared["windows"]["measures"]
+    for field, expected in SHAPE.items():
+        if declared[field] != expected:
+            refuse(
+                field,
+                "this version computes one shape of event, the orders stream's, and this "
+                "declaration differs from it",
+                f"declare {field} as eos_assets/streams/orders/defs.yaml does",
+            )
+    if stream.topic_pattern:
+        refuse("topic_pattern", "this version reads named topics only", "list them under topics")
+    if stream.start != "earliest":
+        refuse("start", "this version starts new partitions at earliest only", "set earliest")
+    default = WindowSpec()
+    if as_timedelta(stream.windows.size) != default.size:
+        refuse(
+            "windows.size",
+            "this version's default window is 5m",
+            "set 5m (a run's config sets another)",
+        )
+    if as_timedelta(stream.windows.grace) != default.grace:
+        refuse(
+            "windows.grace",
+            "this version's default grace is 10m",
+            "set 10m (a run's config sets another)",
+        )
+    limits, thresholds = Limits(), stream.thresholds
+    for field, declared_value, built_in in (
+        ("lag_max_records", thresholds.lag_max_records, limits.lag_max_records),
+        ("lag_max_age", as_timedelta(thresholds.lag_max_age).total_seconds(), limits.lag_max_age_s),
+        (
+            "freshness_max_age",
+            as_timedelta(thresholds.freshness_max_age).total_seconds(),
+            limits.freshness_max_age_s,
+        ),
+        ("malformed_max_rate", thresholds.malformed_max_rate, limits.malformed_max_rate),
+    ):
+        if declared_value != built_in:
+            refuse(
+                f"thresholds.{field}",
+                f"this version's threshold is {built_in} (set per deployment with EOS_* variables)",
+                f"declare {built_in} or leave it out",
+            )
+
+
+def definitions(stream: StreamModel) -> dg.Definitions:
+    """The assets, checks, jobs, sensors and schedules of the stream (built-in pipeline)."""
+    del stream  # one shape, one stream: the modules below are its pipeline
+    return dg.Definitions(
+        assets=[
+            *dg.load_assets_from_modules([bronze]),
+            *dg.load_assets_from_modules(
+                [silver, gold, outbound], automation_condition=automation.FOLLOW_UPSTREAM
+            ),
+        ],
+        asset_checks=dg.load_asset_checks_from_modules([checks, derived_checks, outbound]),
+        jobs=[
+            jobs.ingest_job,
+            jobs.stream_job,
+            jobs.refresh_job,
+            jobs.all_assets_job,
+            jobs.freshness_job,
+            jobs.audit_job,
+            jobs.outbound_job,
+            schedules.maintenance_job,
+        ],
+        sensors=[sensors.ingest_on_kafka_lag, automation.downstream_sensor],
+        schedules=[
+            automation.freshness_schedule,
+            automation.audit_schedule,
+            schedules.maintenance_schedule,
+        ],
+    )

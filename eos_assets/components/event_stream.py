@@ -1,0 +1,134 @@
+"""``EventStream``: the Dagster component a stream is declared with (``<stream>/defs.yaml``).
+
+Loading a declaration checks it whole (``spec.check``, the KPI SQL against the tables it names,
+and that no two streams share a name or a topic) and fails with one line naming the file, the
+field and the fix. In this version the tables are computed by the built-in pipeline, which
+knows one shape, the order events; ``builtin.py`` says exactly which parts of a declaration it
+takes from the file and which must equal its shape (DESIGN.md, "Declared streams").
+"""
+
+from pathlib import Path
+from types import ModuleType
+
+import dagster as dg
+import yaml
+from pydantic import ValidationError
+
+from eos_assets.components import builtin
+from eos_assets.components.spec import (
+    DeclarationError,
+    StreamModel,
+    check,
+    check_kpis,
+    check_together,
+    describe,
+)
+
+DECLARATION = "defs.yaml"
+TYPE = "eos_assets.components.EventStream"
+# The declarations of the definitions being loaded, by file: what check_together compares.
+_LOADED: dict[str, StreamModel] = {}
+
+
+class EventStream(dg.Component, StreamModel):
+    """An event stream from Kafka topics into Delta tables and DuckDB KPIs, exactly once.
+
+    Declares the topics, the start position of partitions never read, the event id and
+    event-time fields, the payload schema (fields not named stay in the raw value), the entity
+    state and how each field folds, the event-time windows (size, grace, dimensions, measures),
+    the KPIs as SQL over ``window_aggregates`` and ``entity_state``, the KPI tables served in
+    DuckDB, and the thresholds of the lag sensor and the checks.
+    """
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        source = describe(context.path / DECLARATION, context.project_root)
+        check(self, source)
+        check_kpis(self, source)
+        _LOADED[source] = self
+        check_together([(model, src) for src, model in _LOADED.items()])
+        others = sorted(src for src in _LOADED if src != source)
+        if others:
+            raise DeclarationError(
+                source,
+                "name",
+                f"this version runs one stream and {others[0]} declares another",
+                "keep one declaration in the streams folder",
+            )
+        builtin.check_shape(self, source)
+        return builtin.definitions(self)
+
+
+def load_streams(
+    defs_root: ModuleType, project_root: Path
+) -> tuple[dg.Definitions, list[StreamModel]]:
+    """Load every declaration under the module ``defs_root``: their definitions and models.
+
+    Each ``defs.yaml`` is read and checked here first, so that a wrong type, an unknown or
+    missing field or a value of the wrong kind is one line naming the file and the field,
+    rather than the component loader's report.
+
+    Raises:
+        DeclarationError: a declaration is wrong (one line: file, field, fix).
+    """
+    folder = Path(str(defs_root.__file__)).parent
+    files = sorted(folder.rglob(DECLARATION))
+    if not files:
+        raise DeclarationError(
+            describe(folder, project_root),
+            "(folder)",
+            "no stream is declared",
+            f"add a <stream>/{DECLARATION} of type {TYPE}",
+        )
+    for path in files:
+        precheck(path, describe(path, project_root))
+    _LOADED.clear()
+    tree = dg.ComponentTree.from_module(defs_module=defs_root, project_root=project_root)
+    try:
+        defs = tree.build_defs()
+    except Exception as exc:  # the component loader wraps what build_defs raised
+        raise _declaration_error(exc) from None
+    return defs, list(tree.get_all_components(of_type=EventStream))
+
+
+def precheck(path: Path, source: str) -> StreamModel:
+    """Read one declaration file and validate it against the model.
+
+    Raises:
+        DeclarationError: not YAML, another component type, or a field the model refuses.
+    """
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(file)"
+        raise DeclarationError(source, where, "not valid YAML", "fix the syntax") from None
+    if not isinstance(document, dict):
+        raise DeclarationError(source, "(file)", "not a mapping", f"start with type: {TYPE}")
+    if document.get("type") != TYPE:
+        raise DeclarationError(
+            source, "type", f"unknown type {document.get('type')!r}", f"set type: {TYPE}"
+        )
+    try:
+        return StreamModel.model_validate(document.get("attributes") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        fix = _FIXES.get(error["type"], "fix the value")
+        raise DeclarationError(source, field, error["msg"].lower(), fix) from None
+
+
+_FIXES = {
+    "missing": 'add it (README, "Declared streams", lists every field)',
+    "extra_forbidden": "remove it or fix its spelling",
+    "enum": "use one of the values listed",
+}
+
+
+def _declaration_error(exc: Exception) -> Exception:
+    """The DeclarationError that a component raised, out of the loader's wrapping."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, DeclarationError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return exc

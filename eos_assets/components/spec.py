@@ -1,0 +1,521 @@
+"""What a stream declaration says, and the rules it must keep (DESIGN.md, "Declared streams").
+
+A declaration is one ``defs.yaml`` of the ``EventStream`` component (``event_stream.py``). This
+module holds its model (pydantic models that Dagster resolves from YAML: the component's schema
+in the UI is this model, descriptions included), and ``check`` turns every way a declaration
+can be wrong into one ``DeclarationError`` line naming the file, the field and the fix. Checks
+that need more than the declaration (KPI SQL against the tables it names, two streams sharing
+a table) are here too, so that a bad declaration fails when the definitions load, never during
+a run.
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, NoReturn
+
+import dagster as dg
+import duckdb
+from pydantic import ConfigDict, Field
+
+from eos_assets.lib.errors import EosError
+
+NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# Columns every stream's tables carry whatever the declaration says; a payload field of the
+# same name would be ambiguous.
+BRONZE_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "kafka_timestamp",
+    "key",
+    "value",
+    "event_id",
+    "event_time",
+    "schema_version",
+    "error",
+)
+WINDOW_COLUMNS = (
+    "window_start",
+    "window_end",
+    "late_events",
+    "revision",
+    "is_final",
+    "watermark",
+)
+
+
+class DeclarationError(EosError):
+    """A stream declaration is wrong; the message names the file, the field and the fix."""
+
+    def __init__(self, source: str, field: str, problem: str, fix: str) -> None:
+        super().__init__(f"{source}: {field}: {problem}: {fix}")
+        self.source, self.field, self.problem, self.fix = source, field, problem, fix
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:
+        return type(self), (self.source, self.field, self.problem, self.fix)
+
+
+class FieldType(StrEnum):
+    """Types a payload field may declare, with the Delta/Spark type each becomes."""
+
+    STRING = "string"
+    LONG = "long"
+    DOUBLE = "double"
+    BOOLEAN = "boolean"
+    TIMESTAMP = "timestamp"
+
+
+class TimeFormat(StrEnum):
+    """How the event-time field is written in the JSON value."""
+
+    ISO8601 = "iso8601"  # a string with seconds and a zone
+    EPOCH_MILLIS = "epoch_millis"  # an integral number
+    EPOCH_SECONDS = "epoch_seconds"  # a number, fractions allowed
+
+
+class Fold(StrEnum):
+    """How an entity's field folds its events: every fold is a commutative merge."""
+
+    LATEST = "latest"  # the value of the entity's latest event (event time, then offset)
+    SUM = "sum"
+    COUNT = "count"
+    MIN = "min"
+    MAX = "max"
+    FIRST_TIME = "first_time"  # the earliest event time
+    LAST_TIME = "last_time"  # the latest event time
+
+
+class Aggregate(StrEnum):
+    """How a window measure aggregates the window's events."""
+
+    COUNT = "count"
+    COUNT_DISTINCT = "count_distinct"
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+
+
+_NUMERIC = {FieldType.LONG, FieldType.DOUBLE}
+_DUCKDB_TYPES = {
+    FieldType.STRING: "VARCHAR",
+    FieldType.LONG: "BIGINT",
+    FieldType.DOUBLE: "DOUBLE",
+    FieldType.BOOLEAN: "BOOLEAN",
+    FieldType.TIMESTAMP: "TIMESTAMPTZ",
+}
+
+
+class _Strict(dg.Model, dg.Resolvable):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PayloadField(_Strict):
+    """One field of the JSON value."""
+
+    type: FieldType = Field(description="string, long, double, boolean or timestamp")
+    required: bool = Field(
+        default=False,
+        description="A record without a valid value is malformed (kept in bronze with the "
+        "reason, never in silver). Optional fields are null when absent or invalid.",
+    )
+    values: list[str] | None = Field(
+        default=None,
+        description="For a string: the only values allowed; any other makes the record malformed.",
+    )
+
+
+class EventIdField(_Strict):
+    """Where the event's unique id is: the key of deduplication."""
+
+    field: str = Field(description="name of the JSON field holding a non-empty string id")
+
+
+class EventTimeField(_Strict):
+    """Where the event's time is: the time windows and freshness follow."""
+
+    field: str = Field(description="name of the JSON field holding the event time")
+    format: TimeFormat = Field(
+        default=TimeFormat.ISO8601,
+        description="iso8601 (string with seconds and a zone), epoch_millis or epoch_seconds",
+    )
+
+
+class EntityField(_Strict):
+    """One column of the entity state and how it folds."""
+
+    fold: Fold = Field(
+        description="latest, sum, count, min, max, first_time or last_time",
+    )
+    of: str | None = Field(
+        default=None,
+        description="the payload field folded (none for count, first_time, last_time); "
+        "defaults to the column's own name for latest, sum, min and max",
+    )
+    when: dict[str, str] | None = Field(
+        default=None,
+        description="fold only events whose fields equal these values, e.g. "
+        "{event_type: order_paid}",
+    )
+    strip_prefix: str | None = Field(
+        default=None, description="for latest of a string: this prefix is removed"
+    )
+
+
+class Entity(_Strict):
+    """The state of each entity, folded from its events (a table keyed by ``key``)."""
+
+    key: str = Field(
+        description="the payload field naming the entity; events without it have no state"
+    )
+    fields: dict[str, EntityField] = Field(description="the state's columns, by name")
+
+
+class Measure(_Strict):
+    """One measure of a window."""
+
+    agg: Aggregate = Field(description="count, count_distinct, sum, min or max")
+    of: str | None = Field(default=None, description="the payload field (none for count)")
+
+
+class Windows(_Strict):
+    """Event-time tumbling windows with a grace period for late events."""
+
+    size: str = Field(default="5m", description="window length, e.g. 5m, 1h")
+    grace: str = Field(
+        default="10m",
+        description="how long after a window ends its events still count as on time; later "
+        "events restate the window (a new revision), never dropped",
+    )
+    dimensions: list[str] = Field(default_factory=list, description="payload fields to group by")
+    measures: dict[str, Measure] = Field(description="the window's measures, by name")
+
+
+class Kpi(_Strict):
+    """One KPI table: SQL over ``window_aggregates`` and ``entity_state``."""
+
+    sql: str = Field(
+        description="a SELECT over the tables window_aggregates and entity_state (DuckDB SQL)"
+    )
+
+
+class Thresholds(_Strict):
+    """What counts as healthy for this stream."""
+
+    lag_max_records: int = Field(
+        default=10_000, gt=0, description="the lag sensor launches an ingest at this lag"
+    )
+    lag_max_age: str = Field(
+        default="60s", description="... or when the oldest unread record is this old"
+    )
+    freshness_max_age: str = Field(
+        default="15m", description="the freshness check warns past this age"
+    )
+    malformed_max_rate: float = Field(
+        default=0.01, gt=0, le=1, description="the malformed-rate check warns above this share"
+    )
+
+
+class StreamModel(_Strict):
+    """One event stream: its topics, the shape of its events, and what is computed from them."""
+
+    name: str = Field(
+        description="the stream's name: lower case, digits and _; it prefixes its assets, "
+        "lake paths, checks, sensor and schedules"
+    )
+    topics: list[str] | None = Field(default=None, description="the topics, by name")
+    topic_pattern: str | None = Field(
+        default=None, description="or a regular expression over topic names (not both)"
+    )
+    start: str = Field(
+        default="earliest",
+        description="where a partition never read starts: earliest, latest, or an ISO-8601 "
+        "time (the first offset at or after it)",
+    )
+    event_id: EventIdField
+    event_time: EventTimeField
+    payload: dict[str, PayloadField] = Field(
+        description="the JSON fields kept as columns, by name; fields not named stay in the "
+        "raw value"
+    )
+    entity: Entity | None = Field(default=None, description="optional state per entity")
+    windows: Windows
+    kpis: dict[str, Kpi] = Field(default_factory=dict, description="KPI tables, by name")
+    serve: list[str] = Field(
+        default_factory=list, description="the KPI tables copied into DuckDB for serving"
+    )
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+
+def seconds(text: str) -> float:
+    """A duration such as ``90s``, ``5m`` or ``1h`` in seconds.
+
+    Raises:
+        ValueError: not a whole number followed by ms, s, m, h or d.
+    """
+    match = DURATION.match(text.strip())
+    if not match:
+        raise ValueError(text)
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def start_time(start: str) -> datetime | None:
+    """The time of a ``start`` that names one (None for earliest/latest).
+
+    Raises:
+        ValueError: neither earliest, latest nor an ISO-8601 time with a zone.
+    """
+    if start in ("earliest", "latest"):
+        return None
+    parsed = datetime.fromisoformat(start)
+    if parsed.tzinfo is None:
+        raise ValueError(start)
+    return parsed.astimezone(UTC)
+
+
+def check(model: StreamModel, source: str) -> None:
+    """Check everything a declaration says on its own.
+
+    Args:
+        model: the declaration.
+        source: the file it came from, as the errors name it.
+
+    Raises:
+        DeclarationError: the first problem, in the order of the fields.
+    """
+
+    def fail(field: str, problem: str, fix: str) -> NoReturn:
+        raise DeclarationError(source, field, problem, fix)
+
+    if not NAME.match(model.name):
+        fail("name", f"{model.name!r} is not a valid stream name", "use lower case, digits and _")
+    if bool(model.topics) == bool(model.topic_pattern):
+        fail("topics", "give topics or topic_pattern", "set exactly one of the two")
+    if model.topic_pattern:
+        try:
+            re.compile(model.topic_pattern)
+        except re.error as exc:
+            fail("topic_pattern", f"not a regular expression ({exc})", "fix the pattern")
+    try:
+        start_time(model.start)
+    except ValueError:
+        fail(
+            "start",
+            f"{model.start!r} is not earliest, latest or a time",
+            "write earliest, latest or an ISO-8601 time with a zone",
+        )
+    fields = model.payload
+    for name in fields:
+        if name in BRONZE_COLUMNS:
+            fail(f"payload.{name}", "is a column every stream has", "rename the field")
+    for name, spec in fields.items():
+        if spec.values is not None and spec.type != FieldType.STRING:
+            fail(f"payload.{name}.values", "only a string field lists values", "remove values")
+    _check_reserved(model, fail)
+
+    def known(field: str, where: str, numeric: bool = False) -> None:
+        if field not in fields:
+            fail(
+                where,
+                f"{field!r} is not a payload field",
+                "declare it under payload or fix the name",
+            )
+        if numeric and fields[field].type not in _NUMERIC:
+            fail(
+                where, f"{field!r} is a {fields[field].type}", "fold or sum a long or double field"
+            )
+
+    for key, duration in (
+        ("windows.size", model.windows.size),
+        ("windows.grace", model.windows.grace),
+        ("thresholds.lag_max_age", model.thresholds.lag_max_age),
+        ("thresholds.freshness_max_age", model.thresholds.freshness_max_age),
+    ):
+        try:
+            value = seconds(duration)
+        except ValueError:
+            fail(
+                key,
+                f"{duration!r} is not a duration",
+                "write a whole number and a unit: 90s, 5m, 1h",
+            )
+        if key == "windows.size" and (value < 1 or value % 1):
+            fail(key, f"{duration!r} is not a whole number of seconds", "use at least 1s")
+    for i, dimension in enumerate(model.windows.dimensions):
+        known(dimension, f"windows.dimensions[{i}]")
+    if not model.windows.measures:
+        fail("windows.measures", "no measure", "declare at least one, e.g. events: {agg: count}")
+    for name, measure in model.windows.measures.items():
+        where = f"windows.measures.{name}"
+        if name in WINDOW_COLUMNS or name in model.windows.dimensions:
+            fail(where, "is also a column of the window table", "rename the measure")
+        if measure.agg == Aggregate.COUNT:
+            if measure.of is not None:
+                fail(f"{where}.of", "count takes no field", "remove of, or use count_distinct")
+            continue
+        if measure.of is None:
+            fail(f"{where}.of", f"{measure.agg} needs a field", "name a payload field in of")
+        known(measure.of, f"{where}.of", numeric=measure.agg == Aggregate.SUM)
+    if model.entity is not None:
+        _check_entity(model.entity, known, fail)
+    for name in model.kpis:
+        if not NAME.match(name):
+            fail(f"kpis.{name}", "is not a valid table name", "use lower case, digits and _")
+    for i, table in enumerate(model.serve):
+        if table not in model.kpis:
+            fail(f"serve[{i}]", f"{table!r} is not a KPI of this stream", "name one of kpis")
+
+
+def _check_reserved(model: StreamModel, fail: Any) -> None:
+    """The id and time fields are taken out of the payload; they must not be declared twice."""
+    for where, name in (
+        ("event_id.field", model.event_id.field),
+        ("event_time.field", model.event_time.field),
+    ):
+        if not name:
+            fail(where, "is empty", "name the JSON field")
+        if name in model.payload:
+            fail(where, f"{name!r} is also declared under payload", "remove it from payload")
+
+
+def _check_entity(entity: Entity, known: Any, fail: Any) -> None:
+    known(entity.key, "entity.key")
+    if not entity.fields:
+        fail("entity.fields", "no field", "declare at least one, e.g. events: {fold: count}")
+    for name, spec in entity.fields.items():
+        where = f"entity.fields.{name}"
+        if name == entity.key:
+            fail(where, "is the entity key", "rename the field")
+        source = spec.of
+        if spec.fold in (Fold.COUNT, Fold.FIRST_TIME, Fold.LAST_TIME):
+            if source is not None:
+                fail(f"{where}.of", f"{spec.fold} takes no field", "remove of")
+        else:
+            known(source or name, f"{where}.of", numeric=spec.fold == Fold.SUM)
+        if spec.strip_prefix is not None and spec.fold != Fold.LATEST:
+            fail(f"{where}.strip_prefix", "only latest strips a prefix", "remove strip_prefix")
+        for field in spec.when or {}:
+            known(field, f"{where}.when")
+
+
+def window_columns(model: StreamModel) -> dict[str, str]:
+    """The columns of the stream's window table, with their DuckDB types."""
+    columns = {"window_start": "TIMESTAMPTZ", "window_end": "TIMESTAMPTZ"}
+    for dimension in model.windows.dimensions:
+        columns[dimension] = _DUCKDB_TYPES[model.payload[dimension].type]
+    for name, measure in model.windows.measures.items():
+        if measure.agg in (Aggregate.COUNT, Aggregate.COUNT_DISTINCT):
+            columns[name] = "BIGINT"
+        else:
+            columns[name] = _DUCKDB_TYPES[model.payload[measure.of or ""].type]
+    columns.update(
+        late_events="BIGINT", revision="BIGINT", is_final="BOOLEAN", watermark="TIMESTAMPTZ"
+    )
+    return columns
+
+
+def entity_columns(model: StreamModel) -> dict[str, str]:
+    """The columns of the stream's entity table, with their DuckDB types (none without one)."""
+    entity = model.entity
+    if entity is None:
+        return {}
+    columns = {entity.key: _DUCKDB_TYPES[model.payload[entity.key].type]}
+    for name, spec in entity.fields.items():
+        if spec.fold == Fold.COUNT:
+            columns[name] = "BIGINT"
+        elif spec.fold in (Fold.FIRST_TIME, Fold.LAST_TIME):
+            columns[name] = "TIMESTAMPTZ"
+        else:
+            columns[name] = _DUCKDB_TYPES[model.payload[spec.of or name].type]
+    return columns
+
+
+def check_kpis(model: StreamModel, source: str) -> None:
+    """Check that each KPI's SQL parses and names only columns the two tables have.
+
+    The SQL is bound by DuckDB against empty tables of the window and entity columns, so a
+    typo fails here, when the definitions load, and not in the first run.
+
+    Raises:
+        DeclarationError: the first KPI that does not parse or bind.
+    """
+    if not model.kpis:
+        return
+    with duckdb.connect(":memory:") as con:
+        for table, columns in (
+            ("window_aggregates", window_columns(model)),
+            ("entity_state", entity_columns(model)),
+        ):
+            if columns:
+                body = ", ".join(f'"{c}" {t}' for c, t in columns.items())
+                con.execute(f"CREATE TABLE {table} ({body})")
+        for name, kpi in model.kpis.items():
+            try:
+                con.execute(f"DESCRIBE {kpi.sql.strip().rstrip(';')}")
+            except duckdb.Error as exc:
+                problem = str(exc).splitlines()[0]
+                fail_fix = (
+                    "write a SELECT over window_aggregates"
+                    + (" and entity_state" if model.entity else "")
+                    + " with their declared columns"
+                )
+                raise DeclarationError(source, f"kpis.{name}.sql", problem, fail_fix) from None
+
+
+def check_together(streams: Sequence[tuple[StreamModel, str]]) -> None:
+    """Check what no two streams may share: a name (and so a table or ``txn`` app id).
+
+    Raises:
+        DeclarationError: two declarations share a name or a topic.
+    """
+    seen: dict[str, str] = {}
+    topics: dict[str, str] = {}
+    for model, source in streams:
+        if model.name in seen:
+            raise DeclarationError(
+                source,
+                "name",
+                f"stream {model.name!r} is also declared in {seen[model.name]}, so both would "
+                "write its tables",
+                "give each stream its own name",
+            )
+        seen[model.name] = source
+        for topic in model.topics or ():
+            if topic in topics:
+                raise DeclarationError(
+                    source,
+                    "topics",
+                    f"topic {topic!r} is also read by {topics[topic]}",
+                    "read each topic in one stream",
+                )
+            topics[topic] = source
+
+
+def unmatched_pattern(model: StreamModel, existing: Iterable[str]) -> str | None:
+    """A warning when the stream's topic pattern matches none of ``existing`` topics."""
+    if not model.topic_pattern:
+        return None
+    pattern = re.compile(model.topic_pattern)
+    if any(pattern.fullmatch(t) for t in existing):
+        return None
+    return (
+        f"stream {model.name!r}: topic_pattern {model.topic_pattern!r} matches no topic yet; "
+        "the stream reads topics that match once they exist"
+    )
+
+
+def describe(path: Path, root: Path) -> str:
+    """How errors name a declaration file: relative to the project when inside it."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def as_timedelta(text: str) -> timedelta:
+    """A declared duration as a timedelta."""
+    return timedelta(seconds=seconds(text))

@@ -1,0 +1,299 @@
+"""Stream declarations: the shipped one loads and drives the definitions; every way a
+declaration can be wrong fails when the definitions load, with one line naming the file, the
+field and the fix.
+
+Each case writes a defs folder (a package with one ``<stream>/defs.yaml`` per stream) under a
+temporary folder and loads it the way ``eos_assets.definitions`` loads ``eos_assets/streams``.
+"""
+
+import importlib
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+import eos_assets.streams
+from eos_assets.components.event_stream import load_streams
+from eos_assets.components.spec import (
+    DeclarationError,
+    StreamModel,
+    check,
+    check_kpis,
+    seconds,
+    unmatched_pattern,
+)
+from eos_assets.resources import build_resources
+from eos_assets.settings import Settings
+
+SHIPPED = Path(eos_assets.streams.__file__).parent / "orders" / "defs.yaml"
+Loader = Callable[..., tuple[dg.Definitions, list[StreamModel]]]
+
+
+def orders() -> dict:
+    """The shipped declaration of the orders stream, as a YAML document."""
+    return yaml.safe_load(SHIPPED.read_text())
+
+
+@pytest.fixture
+def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Loader:
+    """Write declarations ``{folder: document or text}`` as a defs package and load them."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write_and_load(declarations: dict[str, dict | str]) -> tuple[dg.Definitions, list]:
+        package = f"decl_{uuid.uuid4().hex[:8]}"
+        root = tmp_path / package
+        root.mkdir()
+        (root / "__init__.py").write_text("")
+        for folder, document in declarations.items():
+            (root / folder).mkdir()
+            text = document if isinstance(document, str) else yaml.safe_dump(document)
+            (root / folder / "defs.yaml").write_text(text)
+        importlib.invalidate_caches()
+        module = importlib.import_module(package)
+        try:
+            return load_streams(module, tmp_path)
+        finally:
+            sys.modules.pop(package, None)
+
+    return write_and_load
+
+
+def refused(load: Loader, declarations: dict[str, dict | str]) -> DeclarationError:
+    with pytest.raises(DeclarationError) as caught:
+        load(declarations)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    return caught.value
+
+
+def test_the_shipped_declaration_loads_the_orders_pipeline() -> None:
+    from eos_assets.definitions import defs, streams
+
+    assert [s.name for s in streams] == ["orders"]
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"bronze/raw_events", "silver/events", "gold/window_aggregates", "serving/kpi"} <= keys
+    assert defs.resolve_job_def("ingest_and_refresh") is not None
+    assert defs.resolve_sensor_def("ingest_on_kafka_lag") is not None
+
+
+def test_the_declared_topics_are_read_unless_eos_topics_names_others() -> None:
+    stream = StreamModel.model_validate({**orders()["attributes"], "topics": ["orders_eu"]})
+    declared = build_resources(Settings.from_env({}), stream.topics)["kafka"]
+    assert declared.topics == ["orders_eu"]
+    override = build_resources(Settings.from_env({"EOS_TOPICS": "a,b"}), stream.topics)["kafka"]
+    assert override.topics == ["a", "b"]
+
+
+def test_a_copy_of_the_shipped_declaration_loads(load: Loader) -> None:
+    defs, streams = load({"orders": orders()})
+    assert [s.name for s in streams] == ["orders"]
+    assert streams[0].windows.measures["amount_sum"].of == "amount"
+    keys = {k.to_user_string() for a in defs.assets or () for k in getattr(a, "keys", ())}
+    assert {"bronze/raw_events", "gold/kpi_daily"} <= keys
+
+
+def test_an_unknown_type(load: Loader) -> None:
+    document = {**orders(), "type": "eos_assets.components.EventStreem"}
+    error = refused(load, {"orders": document})
+    assert error.source.endswith("orders/defs.yaml") and error.field == "type"
+    assert "EventStreem" in error.problem and "eos_assets.components.EventStream" in error.fix
+
+
+def test_a_missing_id_field(load: Loader) -> None:
+    document = orders()
+    del document["attributes"]["event_id"]
+    error = refused(load, {"orders": document})
+    assert (error.field, error.problem) == ("event_id", "field required")
+
+
+def test_a_missing_time_field(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["event_time"] = {"format": "epoch_millis"}
+    error = refused(load, {"orders": document})
+    assert (error.field, error.problem) == ("event_time.field", "field required")
+
+
+def test_an_unknown_field_type(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["payload"]["amount"]["type"] = "decimal"
+    error = refused(load, {"orders": document})
+    assert error.field == "payload.amount.type" and "'double'" in error.problem
+
+
+def test_a_misspelt_attribute(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["windwos"] = document["attributes"].pop("windows")
+    error = refused(load, {"orders": document})
+    assert error.field in ("windows", "windwos"), error
+
+
+def test_yaml_that_does_not_parse(load: Loader) -> None:
+    error = refused(load, {"orders": "type: [unclosed\n"})
+    assert error.field.startswith("line ") and error.problem == "not valid YAML"
+
+
+def test_kpi_sql_that_does_not_parse(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["kpis"]["revenue_by_hour"]["sql"] = "SELECT FROM WHERE"
+    error = refused(load, {"orders": document})
+    assert error.field == "kpis.revenue_by_hour.sql" and "Parser Error" in error.problem
+
+
+def test_kpi_sql_that_names_a_missing_column(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["kpis"]["orders_by_status"]["sql"] = (
+        "SELECT status, sum(paid) AS paid FROM entity_state GROUP BY status"
+    )
+    error = refused(load, {"orders": document})
+    assert error.field == "kpis.orders_by_status.sql" and '"paid"' in error.problem
+
+
+def test_two_streams_writing_one_table(load: Loader) -> None:
+    second = orders()
+    second["attributes"]["topics"] = ["orders_copy"]
+    error = refused(load, {"a_orders": orders(), "b_orders": second})
+    assert error.field == "name" and "a_orders/defs.yaml" in error.problem
+
+
+def test_two_streams_reading_one_topic() -> None:
+    from eos_assets.components.spec import check_together
+
+    first = StreamModel.model_validate(orders()["attributes"])
+    second = StreamModel.model_validate({**orders()["attributes"], "name": "orders_again"})
+    with pytest.raises(DeclarationError) as caught:
+        check_together([(first, "a.yaml"), (second, "b.yaml")])
+    assert caught.value.field == "topics" and "a.yaml" in caught.value.problem
+
+
+def test_a_shape_this_version_does_not_compute(load: Loader) -> None:
+    document = orders()
+    document["attributes"]["windows"]["measures"]["amount_max"] = {"agg": "max", "of": "amount"}
+    error = refused(load, {"orders": document})
+    assert error.field == "windows.measures" and "orders" in error.fix
+
+
+def test_an_empty_streams_folder(load: Loader) -> None:
+    with pytest.raises(DeclarationError) as caught:
+        load({})
+    assert "no stream is declared" in str(caught.value)
+
+
+# The checks of a declaration on its own, for shapes the built-in pipeline does not run yet:
+# a page-views stream (another id field, epoch-millis time, no amounts, entity = session).
+PAGE_VIEWS = {
+    "name": "page_views",
+    "topics": ["page_views"],
+    "event_id": {"field": "view_id"},
+    "event_time": {"field": "ts", "format": "epoch_millis"},
+    "payload": {
+        "session_id": {"type": "string", "required": True},
+        "page": {"type": "string"},
+        "user_agent": {"type": "string"},
+    },
+    "entity": {
+        "key": "session_id",
+        "fields": {
+            "pages": {"fold": "count"},
+            "started": {"fold": "first_time"},
+            "ended": {"fold": "last_time"},
+            "last_page": {"fold": "latest", "of": "page"},
+        },
+    },
+    "windows": {
+        "size": "1m",
+        "grace": "2m",
+        "dimensions": ["page"],
+        "measures": {
+            "views": {"agg": "count"},
+            "sessions": {"agg": "count_distinct", "of": "session_id"},
+        },
+    },
+    "kpis": {
+        "sessions": {
+            "sql": "SELECT count(*) AS sessions, avg(pages) AS pages_per_session, "
+            "avg(CASE WHEN pages = 1 THEN 1.0 ELSE 0.0 END) AS bounce_rate FROM entity_state"
+        }
+    },
+    "serve": ["sessions"],
+}
+
+
+def judged(changes: dict) -> DeclarationError | None:
+    """Check PAGE_VIEWS with ``changes`` applied at the top level; the error, if any."""
+    model = StreamModel.model_validate({**PAGE_VIEWS, **changes})
+    try:
+        check(model, "page_views/defs.yaml")
+        check_kpis(model, "page_views/defs.yaml")
+    except DeclarationError as exc:
+        return exc
+    return None
+
+
+def test_another_shape_is_a_valid_declaration() -> None:
+    assert judged({}) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "Page Views"}, "name"),
+        ({"topics": None}, "topics"),
+        ({"topic_pattern": "page_.*"}, "topics"),
+        ({"topics": None, "topic_pattern": "page_(["}, "topic_pattern"),
+        ({"start": "yesterday"}, "start"),
+        ({"start": "2026-11-01T00:00:00"}, "start"),
+        ({"event_id": {"field": "page"}}, "event_id.field"),
+        ({"payload": {**PAGE_VIEWS["payload"], "offset": {"type": "long"}}}, "payload.offset"),
+        (
+            {"payload": {**PAGE_VIEWS["payload"], "n": {"type": "long", "values": ["1"]}}},
+            "payload.n.values",
+        ),
+        ({"windows": {**PAGE_VIEWS["windows"], "size": "5 minutes"}}, "windows.size"),
+        (
+            {"windows": {**PAGE_VIEWS["windows"], "dimensions": ["referrer"]}},
+            "windows.dimensions[0]",
+        ),
+        (
+            {"windows": {**PAGE_VIEWS["windows"], "measures": {"v": {"agg": "sum", "of": "page"}}}},
+            "windows.measures.v.of",
+        ),
+        (
+            {
+                "windows": {
+                    **PAGE_VIEWS["windows"],
+                    "measures": {"v": {"agg": "count", "of": "page"}},
+                }
+            },
+            "windows.measures.v.of",
+        ),
+        ({"entity": {"key": "session", "fields": {"n": {"fold": "count"}}}}, "entity.key"),
+        (
+            {"entity": {"key": "session_id", "fields": {"p": {"fold": "sum", "of": "page"}}}},
+            "entity.fields.p.of",
+        ),
+        ({"serve": ["bounces"]}, "serve[0]"),
+        ({"kpis": {"s": {"sql": "SELECT nope FROM window_aggregates"}}, "serve": []}, "kpis.s.sql"),
+    ],
+)
+def test_each_wrong_field_is_named(changes: dict, field: str) -> None:
+    error = judged(changes)
+    assert error is not None and error.field == field, error
+    assert str(error).startswith(f"page_views/defs.yaml: {field}: ") and error.fix
+
+
+def test_a_topic_pattern_that_matches_nothing_is_a_warning() -> None:
+    model = StreamModel.model_validate({**PAGE_VIEWS, "topics": None, "topic_pattern": "views_.*"})
+    assert judged({"topics": None, "topic_pattern": "views_.*"}) is None
+    warning = unmatched_pattern(model, ["orders", "page_views"])
+    assert warning is not None and "matches no topic" in warning
+    assert unmatched_pattern(model, ["views_eu"]) is None
+
+
+def test_durations() -> None:
+    assert [seconds(t) for t in ("90s", "5m", "1h", "1d", "500ms")] == [90, 300, 3600, 86400, 0.5]
+    with pytest.raises(ValueError):
+        seconds("5 min")
