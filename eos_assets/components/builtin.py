@@ -3,8 +3,10 @@
 This version's tables are computed by code written for one shape of event, the order events
 of the demo (``eos_assets/defs``). A declaration drives it as follows:
 
-- taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment), ``kpis``
-  and ``serve`` (run by DuckDB over the stream's window and entity tables);
+- taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment);
+- checked but not run yet: ``kpis`` (each must parse and bind, in DuckDB, against the window
+  and entity tables the declaration describes) and ``serve``; the served KPI tables are still
+  the built-in ones (``serving/kpi``);
 - checked against the built-in shape, with one line naming the first difference: the event
   id and time fields, the payload, the entity state, the windows' dimensions and measures;
 - checked against the built-in defaults: ``start``, window ``size`` and ``grace`` (a run's
