@@ -4,9 +4,9 @@ This version's tables are computed by code written for one shape of event, the o
 of the demo (``eos_assets/defs``). A declaration drives it as follows:
 
 - taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment);
-- checked but not run yet: ``kpis`` (each must parse and bind, in DuckDB, against the window
-  and entity tables the declaration describes) and ``serve``; the served KPI tables are still
-  the built-in ones (``serving/kpi``);
+- taken from the file: ``kpis`` and ``serve``, run by DuckDB over the stream's window and
+  entity tables into the serving database (the asset ``serving/<stream>_kpis``, beside the
+  built-in ``serving/kpi``);
 - checked against the built-in shape, with one line naming the first difference: the event
   id and time fields, the payload, the entity state, the windows' dimensions and measures;
 - checked against the built-in defaults: ``start``, window ``size`` and ``grace`` (a run's
@@ -35,9 +35,13 @@ from eos_assets.defs import (
     sensors,
     silver,
 )
+from eos_assets.defs.priority import AFTER_SERVING
+from eos_assets.lib import declared_kpis
 from eos_assets.lib.contract import EVENT_TYPES
 from eos_assets.lib.limits import Limits
 from eos_assets.lib.windows import WindowSpec
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.warehouse import WarehouseResource
 
 # What the built-in tables compute, field by field, as a declaration would say it.
 SHAPE: dict[str, object] = {
@@ -156,13 +160,14 @@ def check_shape(stream: StreamModel, source: str) -> None:
 
 def definitions(stream: StreamModel) -> dg.Definitions:
     """The assets, checks, jobs, sensors and schedules of the stream (built-in pipeline)."""
-    del stream  # one shape, one stream: the modules below are its pipeline
+    declared = [kpi_asset(stream)] if stream.serve else []
     return dg.Definitions(
         assets=[
             *dg.load_assets_from_modules([bronze]),
             *dg.load_assets_from_modules(
                 [silver, gold, outbound], automation_condition=automation.FOLLOW_UPSTREAM
             ),
+            *declared,
         ],
         asset_checks=dg.load_asset_checks_from_modules([checks, derived_checks, outbound]),
         jobs=[
@@ -182,3 +187,47 @@ def definitions(stream: StreamModel) -> dg.Definitions:
             schedules.maintenance_schedule,
         ],
     )
+
+
+def kpi_asset(stream: StreamModel) -> dg.AssetsDefinition:
+    """``serving/<stream>_kpis``: the declared KPIs, served in DuckDB as ``<stream>.<kpi>``."""
+    sources = {declared_kpis.WINDOWS: gold.WINDOW_AGGREGATES}
+    if stream.entity is not None:
+        sources[declared_kpis.ENTITY] = silver.ORDER_STATE
+    kpis = {name: stream.kpis[name].sql for name in stream.serve}
+
+    @dg.asset(
+        key=dg.AssetKey(["serving", f"{stream.name}_kpis"]),
+        deps=list(sources.values()),
+        group_name="serving",
+        kinds={"delta", "duckdb"},
+        op_tags=AFTER_SERVING,
+        automation_condition=automation.FOLLOW_UPSTREAM,
+        description=f"The KPIs declared by stream {stream.name} ({', '.join(kpis)}), computed "
+        f"by DuckDB over its window and entity tables and served as {stream.name}.<kpi>.",
+    )
+    def declared_kpi_tables(
+        context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:
+        outcome = silver.run_or_fail(
+            lambda: declared_kpis.refresh(
+                warehouse.path,
+                stream.name,
+                kpis,
+                {name: lake.table_uri(*key.path) for name, key in sources.items()},
+                lake.storage_options,
+            )
+        )
+        if outcome.up_to_date:
+            context.log.info("the KPIs already reflect the current Delta versions")
+        return dg.MaterializeResult(
+            metadata={
+                "delta_versions": dg.MetadataValue.json(outcome.versions),
+                "rows": dg.MetadataValue.json(outcome.rows),
+                "up_to_date": outcome.up_to_date,
+                "warehouse": warehouse.path,
+                "seconds": round(outcome.seconds, 3),
+            }
+        )
+
+    return declared_kpi_tables
