@@ -13,7 +13,10 @@ from eos_assets.lib.delta_tables import read_rows
 
 Row = tuple[Any, ...]
 # Written at mirror time or naming the lake: they differ between two runs by construction.
-_RUN_SPECIFIC = {"eos_delta_versions": ("delta_uri", "mirrored_at")}
+_RUN_SPECIFIC = {
+    "eos_delta_versions": ("delta_uri", "mirrored_at"),
+    "eos_declared_kpis": ("refreshed_at",),
+}
 
 
 def delta_tables(lake_root: Path) -> list[str]:
@@ -32,9 +35,10 @@ def duckdb_rows(path: Path) -> dict[str, tuple[list[str], list[Row]]]:
     """Column names and rows of every table of a DuckDB file, less the run-specific columns."""
     out = {}
     with duckdb.connect(str(path), read_only=True) as conn:
-        names = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
-        for name in sorted(names):
-            cursor = conn.execute(f'SELECT * FROM "{name}"')
+        tables = conn.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+        qualified = {t if s == "main" else f"{s}.{t}": f'"{s}"."{t}"' for s, t in tables}
+        for name in sorted(qualified):
+            cursor = conn.execute(f"SELECT * FROM {qualified[name]}")
             columns = [d[0] for d in cursor.description or []]
             keep = [i for i, c in enumerate(columns) if c not in _RUN_SPECIFIC.get(name, ())]
             rows = [tuple(r[i] for i in keep) for r in cursor.fetchall()]
