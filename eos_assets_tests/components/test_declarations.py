@@ -7,6 +7,7 @@ temporary folder and loads it the way ``eos_assets.definitions`` loads ``eos_ass
 """
 
 import importlib
+import json
 import sys
 import uuid
 from collections.abc import Callable
@@ -297,3 +298,16 @@ def test_durations() -> None:
     assert [seconds(t) for t in ("90s", "5m", "1h", "1d", "500ms")] == [90, 300, 3600, 86400, 0.5]
     with pytest.raises(ValueError):
         seconds("5 min")
+
+
+def test_the_component_type_and_its_schema_are_registered_for_the_ui() -> None:
+    from eos_assets.definitions import defs
+
+    metadata = defs.metadata["plugin_component_types_json"]
+    registered = {t["name"]: t for library in metadata.value for t in library["componentTypes"]}
+    stream = registered["eos_assets.components.EventStream"]
+    schema = json.loads(stream["schema"])
+    assert {"name", "topics", "event_id", "event_time", "payload", "windows", "kpis"} <= set(
+        schema["properties"]
+    )
+    assert "exactly once" in stream["description"]
