@@ -7,7 +7,7 @@ import dagster as dg
 
 import eos_assets.streams
 from eos_assets.components.event_stream import load_streams
-from eos_assets.components.spec import StreamModel
+from eos_assets.declaration import StreamModel
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
 

@@ -18,7 +18,7 @@ earliest are refused when the definitions load, with one line saying so.
 
 import dagster as dg
 
-from eos_assets.components.spec import (
+from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
     as_timedelta,

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from eos_assets.components import builtin
-from eos_assets.components.spec import (
+from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
     check,

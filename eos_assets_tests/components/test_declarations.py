@@ -19,7 +19,7 @@ import yaml
 
 import eos_assets.streams
 from eos_assets.components.event_stream import load_streams
-from eos_assets.components.spec import (
+from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
     check,
@@ -161,7 +161,7 @@ def test_two_streams_writing_one_table(load: Loader) -> None:
 
 
 def test_two_streams_reading_one_topic() -> None:
-    from eos_assets.components.spec import check_together
+    from eos_assets.declaration import check_together
 
     first = StreamModel.model_validate(orders()["attributes"])
     second = StreamModel.model_validate({**orders()["attributes"], "name": "orders_again"})

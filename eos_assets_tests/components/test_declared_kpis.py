@@ -17,7 +17,7 @@ import pytest
 from deltalake import write_deltalake
 
 from eos_assets.components.builtin import kpi_asset
-from eos_assets.components.spec import StreamModel
+from eos_assets.declaration import StreamModel
 from eos_assets.defs.gold import WINDOW_AGGREGATES
 from eos_assets.defs.silver import ORDER_STATE
 from eos_assets.lib import warehouse_file

@@ -1,6 +1,6 @@
 """What a stream declaration says, and the rules it must keep (DESIGN.md, "Declared streams").
 
-A declaration is one ``defs.yaml`` of the ``EventStream`` component (``event_stream.py``). This
+A declaration is one ``defs.yaml`` of the ``EventStream`` component (``components/``). This
 module holds its model (pydantic models that Dagster resolves from YAML: the component's schema
 in the UI is this model, descriptions included), and ``check`` turns every way a declaration
 can be wrong into one ``DeclarationError`` line naming the file, the field and the fix. Checks
