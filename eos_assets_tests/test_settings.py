@@ -1,13 +1,16 @@
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from eos_assets.lib.errors import ConfigError
+from eos_assets.lib.errors import ConfigError, SparkServerError
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.spark import quick_start_run_config
+from eos_assets.resources.spark import LocalSparkResource, quick_start_run_config, spark_session
 from eos_assets.settings import Settings, kafka_client_properties
 
 
@@ -73,18 +76,16 @@ def test_sasl_password_reaches_the_client_from_an_env_var_only(
     assert config["sasl.password"] == "s3cret" and config["bootstrap.servers"] == "k1:9092"
 
 
-def test_spark_connect_chooses_the_session(tmp_path: Path) -> None:
-    assert Settings.from_env({}).spark_remote() is None  # classic, in-process
+def test_spark_connect_chooses_the_session() -> None:
+    assert Settings.from_env({}).spark_connect is None  # classic, in-process
     remote = Settings.from_env({"EOS_SPARK_CONNECT": "sc://spark.example:15002"})
-    assert remote.spark_remote() == "sc://spark.example:15002"
-    local = Settings.from_env({"EOS_SPARK_CONNECT": "local", "EOS_STATE_DIR": str(tmp_path)})
-    with pytest.raises(ConfigError, match="eos-assets spark up"):
-        local.spark_remote()
+    assert remote.spark_connect == "sc://spark.example:15002"
+    assert Settings.from_env({"EOS_SPARK_CONNECT": "local"}).spark_connect == "local"
     with pytest.raises(ConfigError, match="EOS_SPARK_CONNECT"):
         Settings.from_env({"EOS_SPARK_CONNECT": "spark://m:7077"})
 
 
-def test_the_spark_resource_follows_spark_connect() -> None:
+def test_the_spark_resource_follows_spark_connect(tmp_path: Path) -> None:
     url = "sc://spark.example:15002"
     remote = build_resources(Settings.from_env({"EOS_SPARK_CONNECT": url}))["pyspark"]
     assert isinstance(remote, LazyPySparkResource)
@@ -94,3 +95,33 @@ def test_the_spark_resource_follows_spark_connect() -> None:
     assert isinstance(classic, LazyPySparkResource)
     assert "spark.remote" not in classic.spark_config
     assert classic.spark_config["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def test_a_local_spark_server_is_looked_up_when_a_run_needs_it(tmp_path: Path) -> None:
+    # No server runs for this state folder: the resource builds, and only asking it for a
+    # session says so, in one line.
+    env = {"EOS_SPARK_CONNECT": "local", "EOS_STATE_DIR": str(tmp_path)}
+    local = build_resources(Settings.from_env(env))["pyspark"]
+    assert isinstance(local, LocalSparkResource)
+    assert local.state_dir == str(tmp_path.resolve())
+    assert quick_start_run_config(local) == {}
+    with pytest.raises(SparkServerError) as raised:
+        spark_session(local)
+    assert str(raised.value) == (
+        "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark up`, "
+        "or unset EOS_SPARK_CONNECT for an in-process session"
+    )
+
+
+def test_the_definitions_load_with_a_local_spark_server_that_is_not_running(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "EOS_SPARK_CONNECT": "local", "EOS_STATE_DIR": str(tmp_path)}
+    code = (
+        "from eos_assets.definitions import defs; print(type(defs.resources['pyspark']).__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "LocalSparkResource"

@@ -5,12 +5,14 @@ from typing import TypeVar
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from pyspark.errors import PySparkException
 
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.order_state import update_order_state
 from eos_assets.lib.silver_events import update_events
+from eos_assets.lib.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 
@@ -21,11 +23,22 @@ T = TypeVar("T")
 
 
 def run_or_fail(step: Callable[[], T]) -> T:
-    """Run ``step``; an error the user can fix fails the run with its one-line message."""
+    """Run ``step``; an error the user can fix fails the run with its one-line message.
+
+    A Spark Connect server that stopped answering under the step is one of them: the step has
+    committed nothing (every table commits after Spark has computed), and the rerun after
+    ``eos-assets spark up`` does the work.
+    """
     try:
         return step()
     except EosError as exc:
         raise dg.Failure(description=str(exc)) from exc
+    except PySparkException as exc:
+        lost = run_server_lost(exc)
+        if lost is None:
+            raise
+        # Pages of gRPC stack would only bury the line.
+        raise dg.Failure(description=str(lost)) from None
 
 
 def versions_json(versions: tuple[int, int] | None) -> dg.MetadataValue:

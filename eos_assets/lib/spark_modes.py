@@ -8,7 +8,7 @@ turn that into a failure within seconds, in one line.
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -71,6 +71,19 @@ def server_lost(spark: SparkSession, exc: BaseException) -> SparkServerError | N
         f"the Spark Connect server at sc://{where} stopped answering: run `eos-assets spark up` "
         "(or check EOS_SPARK_CONNECT) and rerun"
     )
+
+
+def run_server_lost(exc: BaseException) -> SparkServerError | None:
+    """``server_lost`` for an error raised where the session is not at hand (a step that calls
+    Spark through code of its own): the process's active Spark Connect session is the one."""
+    # Only a Spark Connect error can mean that: a classic run never imports the gRPC client.
+    if not type(exc).__module__.startswith("pyspark.errors.exceptions.connect"):
+        return None
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    spark = ConnectSession.getActiveSession()
+    # pyspark types its Connect session apart from the classic one it stands in for.
+    return None if spark is None else server_lost(cast(SparkSession, spark), exc)
 
 
 def task_slots(spark: SparkSession) -> int:

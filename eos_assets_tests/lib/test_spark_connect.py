@@ -1,7 +1,9 @@
 """The local Spark Connect server: started once, the bronze ingest over it equals the in-process
 one (aborted records never), a task's error comes back as its one line, a crash mid-read then a
 rerun is exact, a server killed mid-run fails the run in one line within seconds and after
-``spark up`` a rerun is exact, and ``spark down`` stops it."""
+``spark up`` a rerun is exact, a derived step without its server fails in one line having
+committed nothing, runs share one session of the server (one Python daemon, not one each), and
+``spark down`` stops it."""
 
 import json
 import os
@@ -24,6 +26,32 @@ from eos_assets.lib.ingest import ingest_bronze
 from eos_assets_tests.faults.ingest_once import FAILED
 from eos_assets_tests.lib.test_ingest import batch, committed_truth, rows
 from eos_assets_tests.txn_producer import Sent, send_transaction
+
+# One asset (``sys.argv[1]``) materialized in a Dagster run of its own, with the product's
+# resources (EOS_* settings), so that the one step's failure is the run's.
+PRODUCT_RUN = """
+import json, sys
+import dagster as dg
+from eos_assets.resources import build_resources
+from eos_assets.settings import Settings
+from eos_assets_tests import graph
+
+wanted = dg.AssetKey.from_user_string(sys.argv[1])
+assets = [a for a in graph.ALL if wanted in a.keys]
+resources = build_resources(Settings.from_env())
+result = dg.materialize(assets, resources=resources, raise_on_error=False)
+failures = [
+    {
+        "step": e.step_key,
+        "description": e.step_failure_data.user_failure_data.description
+        if e.step_failure_data.user_failure_data
+        else None,
+        "cause": e.step_failure_data.error.cause is not None if e.step_failure_data.error else None,
+    }
+    for e in result.get_step_failure_events()
+]
+print("EOS_OUTCOME " + json.dumps({"success": result.success, "failures": failures}))
+"""
 
 # Every column a reader sees, in a stable row order, to compare two tables row for row.
 _KEY = ["topic", "partition", "offset"]
@@ -201,6 +229,109 @@ def test_a_server_killed_mid_read_fails_the_run_in_one_line_and_a_rerun_after_up
         assert code == 0 and outcome is not None and outcome["records"] == 250
         found = rows(uri)
         assert set(found) == committed_truth(sent) and len(found) == 550
+    finally:
+        spark_server.down(state)
+
+
+def product_run(state: Path, asset: str, connect: str, **settings: str) -> dict[str, Any] | None:
+    """``asset`` materialized through Dagster in a process of its own; its outcome line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EOS_", "DAGSTER_"))}
+    env |= {"EOS_STATE_DIR": str(state), "EOS_SPARK_CONNECT": connect, **settings}
+    command = [sys.executable, "-c", PRODUCT_RUN, asset]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return outcome_of(done.stdout)
+
+
+def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing(
+    tmp_path: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+) -> None:
+    state = tmp_path / "state"
+    info = spark_server.up(state, "local[2]")
+    try:
+        topic = make_topic(3)
+        bronze = f"{lake_root}/bronze/raw_events"
+        send_transaction(kafka_bootstrap, topic, batch(300, 3))
+        code, outcome = over_connect(state, kafka_bootstrap, topic, bronze)
+        assert code == 0 and outcome is not None and outcome["records"] == 300
+        silver = Path(lake_root) / "silver" / "events"
+        lake = {"EOS_LAKE_ROOT": lake_root}
+
+        os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+        while spark_server.server_status(state) is not None:
+            time.sleep(0.1)
+        # EOS_SPARK_CONNECT=local: the run finds no server and says so before any Spark call.
+        run = product_run(state, "silver/events", "local", **lake)
+        assert run is not None and not run["success"]
+        assert [f["description"] for f in run["failures"]] == [
+            "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark "
+            "up`, or unset EOS_SPARK_CONNECT for an in-process session"
+        ]
+        # The server's own address: the step's first Spark call finds nobody there, and once
+        # the bounded retries are spent the step fails with the one line, no gRPC stack chained.
+        run = product_run(state, "silver/events", info.url, **lake)
+        assert run is not None and not run["success"]
+        assert run["failures"] == [
+            {
+                "step": "silver__events",
+                "description": f"the Spark Connect server at {info.url} stopped answering: run "
+                "`eos-assets spark up` (or check EOS_SPARK_CONNECT) and rerun",
+                "cause": False,
+            }
+        ]
+        # Nothing committed: the step's table is as its first action made it, empty (CREATE
+        # TABLE, no rows and no consumed bronze version).
+        created = delta_io.load(str(silver))
+        assert created.version() == 0 and created.history()[0]["operation"] == "CREATE TABLE"
+        assert delta_io.read_arrow(str(silver)).num_rows == 0
+
+        assert spark_server.up(state, "local[2]").url == info.url
+        run = product_run(state, "silver/events", "local", **lake)
+        assert run == {"success": True, "failures": []}
+        ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
+        assert len(ids) == len(set(ids)) == 300
+        version = delta_io.load(str(silver)).version()
+        run = product_run(state, "silver/events", "local", **lake)  # nothing new: nothing committed
+        assert run == {"success": True, "failures": []}
+        assert delta_io.load(str(silver)).version() == version
+    finally:
+        spark_server.down(state)
+
+
+def daemons(server_pid: int) -> int:
+    """How many Python daemons (``pyspark.daemon`` processes that are not forked workers) the
+    server's JVM has started."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+            continue
+        count += parent == server_pid and b"pyspark.daemon" in command
+    return count
+
+
+def test_runs_share_one_session_and_one_python_daemon_of_the_server(
+    tmp_path: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+) -> None:
+    # A server of its own: the session's one has served clients that released their session.
+    state = tmp_path / "state"
+    info = spark_server.up(state, "local[2]")
+    try:
+        assert info.session
+        assert spark_server.local_url(state) == f"{info.url}/;session_id={info.session}"
+        topic = make_topic(3)
+        env = {"EOS_LAKE_ROOT": lake_root, "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap}
+        for n in range(3):
+            send_transaction(kafka_bootstrap, topic, batch(100, 3, first=100 * n))
+            run = product_run(state, "bronze/raw_events", "local", EOS_TOPICS=topic, **env)
+            assert run == {"success": True, "failures": []}
+        assert len(rows(f"{lake_root}/bronze/raw_events")) == 300
+        # Three runs with Python tasks (the ingest's): a session each would have left three.
+        assert daemons(info.pid) == 1
     finally:
         spark_server.down(state)
 
