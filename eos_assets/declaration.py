@@ -39,6 +39,16 @@ BRONZE_COLUMNS = (
     "schema_version",
     "error",
 )
+# Columns every entity table has: the latest event's ordering key and id, the silver version.
+ENTITY_LAST_TIME = "last_event_time"
+ENTITY_COLUMNS = (
+    ENTITY_LAST_TIME,
+    "last_event_id",
+    "last_topic",
+    "last_partition",
+    "last_offset",
+    "silver_version",
+)
 WINDOW_COLUMNS = (
     "window_start",
     "window_end",
@@ -361,7 +371,7 @@ def check(model: StreamModel, source: str) -> None:
             fail(f"{where}.of", f"{measure.agg} needs a field", "name a payload field in of")
         known(measure.of, f"{where}.of", numeric=measure.agg == Aggregate.SUM)
     if model.entity is not None:
-        _check_entity(model.entity, known, fail)
+        _check_entity(model.entity, fields, known, fail)
     for name in model.kpis:
         if not NAME.match(name):
             fail(f"kpis.{name}", "is not a valid table name", "use lower case, digits and _")
@@ -382,14 +392,27 @@ def _check_reserved(model: StreamModel, fail: Any) -> None:
             fail(where, f"{name!r} is also declared under payload", "remove it from payload")
 
 
-def _check_entity(entity: Entity, known: Any, fail: Any) -> None:
+def _check_entity(entity: Entity, fields: dict[str, PayloadField], known: Any, fail: Any) -> None:
     known(entity.key, "entity.key")
+    if fields[entity.key].type not in (FieldType.STRING, FieldType.LONG):
+        fail(
+            "entity.key",
+            f"{entity.key!r} is a {fields[entity.key].type}",
+            "key by a string or long",
+        )
     if not entity.fields:
         fail("entity.fields", "no field", "declare at least one, e.g. events: {fold: count}")
     for name, spec in entity.fields.items():
         where = f"entity.fields.{name}"
         if name == entity.key:
             fail(where, "is the entity key", "rename the field")
+        if name == ENTITY_LAST_TIME:
+            if spec.fold != Fold.LAST_TIME or spec.when:
+                fail(where, "is the latest event's time column", "declare it as {fold: last_time}")
+        elif name in ENTITY_COLUMNS:
+            fail(where, "is a column every entity table has", "rename the field")
+        if spec.fold == Fold.LATEST and spec.when:
+            fail(f"{where}.when", "latest folds every event", "remove when")
         source = spec.of
         if spec.fold in (Fold.COUNT, Fold.FIRST_TIME, Fold.LAST_TIME):
             if source is not None:

@@ -173,7 +173,7 @@ def _derived_lines(result: dg.ExecuteInProcessResult) -> list[str]:
         f"  silver/events: {events['rows_inserted']} events inserted, "
         f"{events['duplicates_in_batch'] + events['duplicates_already_in_silver']} duplicates "
         f"and {events['malformed_excluded']} malformed records left out",
-        f"  silver/order_state: {state['orders_touched']} orders touched",
+        f"  silver/order_state: {state['entities_touched']} orders touched",
         f"  gold/window_aggregates: {windows['windows_recomputed']} windows computed, "
         f"{windows['late_events']} late events recorded in gold/late_events, "
         f"watermark {windows['watermark']}",

@@ -12,6 +12,9 @@ import duckdb
 from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 
+import eos_assets.streams
+from eos_assets.components.event_stream import read_declaration
+from eos_assets.components.specs import entity_spec
 from eos_assets.defs.bronze import raw_events
 from eos_assets.defs.gold import (
     KPI_DAILY,
@@ -24,10 +27,9 @@ from eos_assets.defs.gold import (
     serving_kpi,
     window_aggregates,
 )
-from eos_assets.defs.silver import EVENTS, ORDER_STATE, events, order_state
+from eos_assets.defs.silver import EVENTS, ORDER_STATE, entity_state_asset, events
 from eos_assets.lib import kpi, warehouse_file
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.order_state import ORDER_STATE_SCHEMA
 from eos_assets.lib.silver_events import EVENTS_SCHEMA
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.lib.window_aggregates import LATE_SCHEMA, WINDOW_SCHEMA
@@ -36,6 +38,13 @@ from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.oracle import Expected
 
+# The shipped orders stream: its entity state is built from its declaration.
+ORDERS = read_declaration(eos_assets.streams.declaration("orders"))
+_ENTITY = entity_spec(ORDERS)
+assert _ENTITY is not None
+ORDERS_ENTITY = _ENTITY
+ORDER_STATE_SCHEMA = ORDERS_ENTITY.schema
+order_state = entity_state_asset(ORDERS_ENTITY)
 DERIVED = [events, order_state, window_aggregates, kpi_window, kpi_daily, serving_kpi]
 ALL = [raw_events, *DERIVED]
 TABLES = (

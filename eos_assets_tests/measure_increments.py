@@ -18,9 +18,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import (
+    entity_state,
     kpi_daily,
     kpi_window,
-    order_state,
     silver_events,
     window_aggregates,
     windows,
@@ -28,6 +28,7 @@ from eos_assets.lib import (
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.lib.spark_env import spark_config, use_this_python
+from eos_assets_tests.graph import ORDERS_ENTITY
 
 START = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
 MIX: dict[str, Any] = {"duplicate_ratio": 0.02, "late_ratio": 0.01, "malformed_ratio": 0.01}
@@ -48,13 +49,13 @@ def derived(spark: SparkSession, root: Path) -> dict[str, tuple[float, dict[str,
         },
     )
     began = time.monotonic()
-    st = order_state.update_order_state(
-        spark, uri["silver/events"], str(root / "silver/order_state")
+    st = entity_state.update_entity_state(
+        spark, ORDERS_ENTITY, uri["silver/events"], str(root / "silver/order_state")
     )
     out["silver/order_state"] = (
         time.monotonic() - began,
         {
-            "orders touched": st.orders_touched,
+            "orders touched": st.entities_touched,
             "files rewritten": st.files_rewritten,
             "rows copied by merge": st.rows_copied,
         },

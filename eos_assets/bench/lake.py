@@ -12,6 +12,9 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
+import eos_assets.streams
+from eos_assets.components.event_stream import read_declaration
+from eos_assets.components.specs import entity_spec
 from eos_assets.defs import bronze, checks, derived_checks, gold, silver
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark_env import spark_config
@@ -24,9 +27,13 @@ CHECK_ENV = {"EOS_MALFORMED_MAX_RATE": "0.02", "EOS_AUDIT_BUDGET_S": "60"}
 # A per-run cap larger than any backlog: the whole backlog in one ingest run.
 UNCAPPED = 1 << 62
 BRONZE = [bronze.raw_events]
+# The bench runs the shipped orders stream.
+ORDERS = read_declaration(eos_assets.streams.declaration("orders"))
+ORDERS_ENTITY = entity_spec(ORDERS)
+assert ORDERS_ENTITY is not None
 DERIVED = [
     silver.events,
-    silver.order_state,
+    silver.entity_state_asset(ORDERS_ENTITY),
     gold.window_aggregates,
     gold.kpi_window,
     gold.kpi_daily,

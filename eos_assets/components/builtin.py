@@ -4,11 +4,13 @@ This version's tables are computed by code written for one shape of event, the o
 of the demo (``eos_assets/defs``). A declaration drives it as follows:
 
 - taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment);
+- taken from the file: ``entity``, folded as declared over the payload (``silver/order_state``,
+  ``lib/entity_state.py``);
 - taken from the file: ``kpis`` and ``serve``, run by DuckDB over the stream's window and
   entity tables into the serving database (the asset ``serving/<stream>_kpis``, beside the
   built-in ``serving/kpi``);
 - checked against the built-in shape, with one line naming the first difference: the event
-  id and time fields, the payload, the entity state, the windows' dimensions and measures;
+  id and time fields, the payload, the windows' dimensions and measures;
 - checked against the built-in defaults: ``start``, window ``size`` and ``grace`` (a run's
   config still sets them per run) and the thresholds (``EOS_*`` variables still override them).
 
@@ -18,6 +20,7 @@ earliest are refused when the definitions load, with one line saying so.
 
 import dagster as dg
 
+from eos_assets.components.specs import entity_spec
 from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
@@ -53,43 +56,6 @@ SHAPE: dict[str, object] = {
         "customer_id": {"type": "string", "required": False, "values": None},
         "amount": {"type": "double", "required": True, "values": None},
         "currency": {"type": "string", "required": False, "values": None},
-    },
-    "entity": {
-        "key": "order_id",
-        "fields": {
-            "status": {
-                "fold": "latest",
-                "of": "event_type",
-                "when": None,
-                "strip_prefix": "order_",
-            },
-            **{
-                name: {"fold": "latest", "of": None, "when": None, "strip_prefix": None}
-                for name in ("customer_id", "currency", "amount")
-            },
-            **{
-                f"{kind.removeprefix('order_')}_amount": {
-                    "fold": "sum",
-                    "of": "amount",
-                    "when": {"event_type": kind},
-                    "strip_prefix": None,
-                }
-                for kind in EVENT_TYPES
-            },
-            "event_count": {"fold": "count", "of": None, "when": None, "strip_prefix": None},
-            "first_event_time": {
-                "fold": "first_time",
-                "of": None,
-                "when": None,
-                "strip_prefix": None,
-            },
-            "last_event_time": {
-                "fold": "last_time",
-                "of": None,
-                "when": None,
-                "strip_prefix": None,
-            },
-        },
     },
     "windows.dimensions": ["event_type", "currency"],
     "windows.measures": {
@@ -161,6 +127,11 @@ def check_shape(stream: StreamModel, source: str) -> None:
 def definitions(stream: StreamModel) -> dg.Definitions:
     """The assets, checks, jobs, sensors and schedules of the stream (built-in pipeline)."""
     declared = [kpi_asset(stream)] if stream.serve else []
+    spec = entity_spec(stream)
+    if spec is not None:
+        declared.append(
+            silver.entity_state_asset(spec, automation_condition=automation.FOLLOW_UPSTREAM)
+        )
     return dg.Definitions(
         assets=[
             *dg.load_assets_from_modules([bronze]),
@@ -191,7 +162,7 @@ def definitions(stream: StreamModel) -> dg.Definitions:
 
 def kpi_asset(stream: StreamModel) -> dg.AssetsDefinition:
     """``serving/<stream>_kpis``: the declared KPIs, served in DuckDB as ``<stream>.<kpi>``."""
-    sources = {declared_kpis.WINDOWS: gold.WINDOW_AGGREGATES}
+    sources = {declared_kpis.WINDOWS: gold.WINDOW_AGGREGATES}  # the tables the KPI SQL reads
     if stream.entity is not None:
         sources[declared_kpis.ENTITY] = silver.ORDER_STATE
     kpis = {name: stream.kpis[name].sql for name in stream.serve}

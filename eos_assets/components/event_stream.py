@@ -90,6 +90,18 @@ def load_streams(
     return defs, list(tree.get_all_components(of_type=EventStream))
 
 
+def read_declaration(path: Path) -> StreamModel:
+    """The stream a declaration file declares, checked on its own (for tools and tests that
+    run one stream's code without loading the definitions).
+
+    Raises:
+        DeclarationError: the declaration is wrong.
+    """
+    model = precheck(path, str(path))
+    check(model, str(path))
+    return model
+
+
 def precheck(path: Path, source: str) -> StreamModel:
     """Read one declaration file and validate it against the model.
 

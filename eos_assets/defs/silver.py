@@ -1,4 +1,4 @@
-"""Silver layer: deduplicated events and the latest state of every order."""
+"""Silver layer: deduplicated events and the state of every entity."""
 
 from collections.abc import Callable
 from typing import TypeVar
@@ -9,8 +9,8 @@ from pyspark.errors import PySparkException
 
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.priority import AFTER_SERVING
+from eos_assets.lib.entity_state import EntitySpec, update_entity_state
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.order_state import update_order_state
 from eos_assets.lib.silver_events import update_events
 from eos_assets.lib.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
@@ -91,43 +91,53 @@ def events(
     )
 
 
-@dg.asset(
-    key=ORDER_STATE,
-    deps=[EVENTS],
-    group_name="silver",
-    kinds={"spark", "delta"},
-    op_tags=AFTER_SERVING,
-)
-def order_state(
-    context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
-) -> dg.MaterializeResult:
-    """The latest state of each order (status, amounts, first/last event time, event count).
+def entity_state_asset(
+    spec: EntitySpec,
+    key: dg.AssetKey = ORDER_STATE,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """The asset of a stream's entity state, folding its events as ``spec`` declares."""
+    folds = ", ".join(f"{f.name} ({f.fold})" for f in spec.folds)
 
-    A commutative merge: status comes from the order's latest event by (event_time, topic,
-    partition, offset), so out-of-order and replayed arrivals give the same state. Only the
-    orders touched by new silver rows are read and merged.
-    """
-    outcome = run_or_fail(
-        lambda: update_order_state(
-            spark_session(pyspark),
-            lake.table_uri(*EVENTS.path),
-            lake.table_uri(*ORDER_STATE.path),
-            lake.storage_options,
+    @dg.asset(
+        key=key,
+        deps=[EVENTS],
+        group_name="silver",
+        kinds={"spark", "delta"},
+        op_tags=AFTER_SERVING,
+        automation_condition=automation_condition,
+        description=f"The state of each {spec.key}, folded from its events: {folds}. A "
+        "commutative merge: a latest value comes from the entity's latest event by "
+        "(event_time, topic, partition, offset), so out-of-order and replayed arrivals give "
+        "the same state. Only the entities touched by new silver rows are read and merged.",
+    )
+    def entity_state(
+        context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
+    ) -> dg.MaterializeResult:
+        outcome = run_or_fail(
+            lambda: update_entity_state(
+                spark_session(pyspark),
+                spec,
+                lake.table_uri(*EVENTS.path),
+                lake.table_uri(*key.path),
+                lake.storage_options,
+            )
         )
-    )
-    if outcome.silver_versions is None:
-        context.log.info("no new silver versions: nothing to do")
-    return dg.MaterializeResult(
-        metadata={
-            "delta_version": outcome.version,
-            "silver_versions_consumed": versions_json(outcome.silver_versions),
-            "events_in": outcome.events,
-            "orders_touched": outcome.orders_touched,
-            "orders_inserted": outcome.orders_inserted,
-            "orders_updated": outcome.orders_updated,
-            "files_rewritten_by_merge": outcome.files_rewritten,
-            "rows_copied_by_merge": outcome.rows_copied,
-            "attempts": outcome.attempts,
-            "seconds": seconds(outcome.seconds),
-        }
-    )
+        if outcome.silver_versions is None:
+            context.log.info("no new silver versions: nothing to do")
+        return dg.MaterializeResult(
+            metadata={
+                "delta_version": outcome.version,
+                "silver_versions_consumed": versions_json(outcome.silver_versions),
+                "events_in": outcome.events,
+                "entities_touched": outcome.entities_touched,
+                "entities_inserted": outcome.entities_inserted,
+                "entities_updated": outcome.entities_updated,
+                "files_rewritten_by_merge": outcome.files_rewritten,
+                "rows_copied_by_merge": outcome.rows_copied,
+                "attempts": outcome.attempts,
+                "seconds": seconds(outcome.seconds),
+            }
+        )
+
+    return entity_state

@@ -1,24 +1,26 @@
-"""``silver/order_state``: the latest state of every order (the KTable pattern).
+"""The state of every entity of a stream, folded from its events (the KTable pattern).
 
-State is a commutative merge of an order's events, so it needs no event history and arrival
-order does not matter:
+A stream declares an entity key and how each state column folds the entity's events
+(``EntitySpec``). Every fold is a commutative merge, so state needs no event history and
+arrival order does not matter:
 
-- ``status`` is the event type (without ``order_``) of the order's *latest* event, latest by
-  ``(event_time, topic, partition, offset)``; ``customer_id``, ``currency`` and ``amount`` come
-  from that event too, and ``last_*`` keep its ordering key so a later merge can compare;
-- ``<kind>_amount`` sums the amounts of the order's ``order_<kind>`` events, ``event_count``
-  counts its events, ``first_event_time`` / ``last_event_time`` are the min / max event time.
+- ``latest``: the value of the entity's *latest* event, latest by ``(event_time, topic,
+  partition, offset)`` (optionally without a prefix); the ordering key is kept in the
+  ``last_*`` columns so that a later merge can compare;
+- ``sum`` and ``count`` (optionally of the events whose fields equal given values) add up;
+- ``min`` / ``first_time`` keep the least, ``max`` / ``last_time`` the greatest.
 
 Merging the state of events A with that of events B gives the state of all of them, whatever
 the split, so reprocessing gives the same state and an out-of-order event only updates what it
-should (an old event never overwrites ``status``). Events without ``order_id`` have no state.
+should (an old event never overwrites a ``latest`` value). Events without a key have no state.
 
-Each run aggregates the new silver rows per order in Spark, reads the current rows of only the
-touched orders (files pruned by ``order_id`` statistics), combines them, and upserts the result
-with a delta-rs merge that carries the consumed silver version as its ``txn``.
+Each run aggregates the new silver rows per entity in Spark, reads the current rows of only the
+touched entities (files pruned by key statistics), combines them, and upserts the result with a
+delta-rs merge that carries the consumed silver version as its ``txn``.
 """
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -26,103 +28,137 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib import delta_tables, faults, incremental, increments
-from eos_assets.lib.contract import EVENT_TYPES
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
 
 UPSTREAM = "silver/events"
 APP = increments.upstream_app(UPSTREAM)
-KINDS = tuple(t.removeprefix("order_") for t in EVENT_TYPES)
 
-BEFORE_MERGE = "order_state_before_merge"
-AFTER_MERGE = "order_state_after_merge"
+BEFORE_MERGE = "entity_state_before_merge"
+AFTER_MERGE = "entity_state_after_merge"
 CRASH_POINTS = (BEFORE_MERGE, AFTER_MERGE)
 
-ORDER_STATE_SCHEMA = pa.schema(
-    [
-        ("order_id", pa.string()),
-        ("status", pa.string()),
-        ("customer_id", pa.string()),
-        ("currency", pa.string()),
-        ("amount", pa.float64()),
-        *[(f"{kind}_amount", pa.float64()) for kind in KINDS],
-        ("event_count", pa.int64()),
-        ("first_event_time", UTC_MICROS),
-        ("last_event_time", UTC_MICROS),
-        ("last_event_id", pa.string()),
-        ("last_topic", pa.string()),
-        ("last_partition", pa.int32()),
-        ("last_offset", pa.int64()),
-        ("silver_version", pa.int64()),
-    ]
+# The ordering key of the latest event, and its id: kept in every entity table.
+LAST_TIME = "last_event_time"
+LATEST_KEY = (LAST_TIME, "last_topic", "last_partition", "last_offset")
+TECHNICAL = (
+    (LAST_TIME, UTC_MICROS),
+    ("last_event_id", pa.string()),
+    ("last_topic", pa.string()),
+    ("last_partition", pa.int32()),
+    ("last_offset", pa.int64()),
+    ("silver_version", pa.int64()),
 )
-_LATEST = ("last_event_time", "last_topic", "last_partition", "last_offset")
-_LATEST_VALUES = ("status", "customer_id", "currency", "amount", "last_event_id")
+FOLDS = ("latest", "sum", "count", "min", "max", "first_time", "last_time")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One state column: ``name`` folds ``of`` (a silver column) the way ``fold`` says.
+
+    ``when`` keeps only the events whose columns equal the given values (not for ``latest``);
+    ``strip_prefix`` removes a prefix from a ``latest`` string.
+    """
+
+    name: str
+    fold: str
+    type: pa.DataType
+    of: str | None = None
+    when: tuple[tuple[str, str], ...] = ()
+    strip_prefix: str | None = None
+
+
+@dataclass(frozen=True)
+class EntitySpec:
+    """The entity key and the folds of a stream's state table."""
+
+    key: str
+    key_type: pa.DataType
+    folds: tuple[Fold, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Key, the declared columns in order, then the technical ``last_*`` columns."""
+        declared = [(f.name, f.type) for f in self.folds]
+        names = {f.name for f in self.folds}
+        technical = [(n, t) for n, t in TECHNICAL if n not in names]
+        return pa.schema([(self.key, self.key_type), *declared, *technical])
+
+    @property
+    def latest(self) -> tuple[Fold, ...]:
+        return tuple(f for f in self.folds if f.fold == "latest")
 
 
 @dataclass
-class OrderStateOutcome:
+class EntityStateOutcome:
     """What one run did; ``version`` is None when nothing was committed."""
 
     version: int | None = None
     silver_versions: tuple[int, int] | None = None
     events: int = 0
-    orders_touched: int = 0
-    orders_inserted: int = 0
-    orders_updated: int = 0
+    entities_touched: int = 0
+    entities_inserted: int = 0
+    entities_updated: int = 0
     files_rewritten: int = 0
     rows_copied: int = 0
     attempts: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def update_order_state(
+def update_entity_state(
     spark: SparkSession,
+    spec: EntitySpec,
     events_uri: str,
     state_uri: str,
     storage_options: dict[str, str] | None = None,
-) -> OrderStateOutcome:
-    """Fold the silver events not yet consumed into the state of their orders.
+) -> EntityStateOutcome:
+    """Fold the silver events not yet consumed into the state of their entities.
 
     Raises:
         EosError: silver/events was rewritten or its log is gone, or commits kept conflicting.
     """
     delta_tables.ensure(
         state_uri,
-        ORDER_STATE_SCHEMA,
+        spec.schema,
         configuration=delta_tables.merged_table_config(),
         storage_options=storage_options,
     )
-    table = incremental.Derived("silver/order_state", state_uri, events_uri, APP, storage_options)
-    return incremental.run(table, OrderStateOutcome, lambda a, o: _step(spark, a, o))
+    table = incremental.Derived("silver/entity_state", state_uri, events_uri, APP, storage_options)
+    return incremental.run(table, EntityStateOutcome, lambda a, o: _step(spark, spec, a, o))
 
 
-def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: OrderStateOutcome) -> None:
+def _step(
+    spark: SparkSession,
+    spec: EntitySpec,
+    attempt: incremental.Attempt,
+    outcome: EntityStateOutcome,
+) -> None:
     outcome.silver_versions = attempt.versions
     events = increments.read_files(
         spark,
         attempt.increment.files,
         delta_tables.spark_schema(delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)),
         "silver_version",
-    ).where(F.col("order_id").isNotNull())
-    batch = order_states(events).cache()
+    ).where(F.col(spec.key).isNotNull())
+    batch = entity_states(events, spec).cache()
     try:
         bounds = batch.agg(
             F.count(F.lit(1)).alias("n"),
-            F.min("order_id").alias("low"),
-            F.max("order_id").alias("high"),
-            F.sum("event_count").alias("events"),
+            F.min(spec.key).alias("low"),
+            F.max(spec.key).alias("high"),
+            F.sum("_events").alias("events"),
         ).first()
-        rows = ORDER_STATE_SCHEMA.empty_table()
+        rows = spec.schema.empty_table()
         if bounds is not None and bounds["n"]:
-            outcome.orders_touched, outcome.events = int(bounds["n"]), int(bounds["events"])
-            # Only files whose order_id range can hold a touched order are read.
+            outcome.entities_touched, outcome.events = int(bounds["n"]), int(bounds["events"])
+            # Only files whose key range can hold a touched entity are read.
             predicate = (
-                f"order_id >= {_quote(bounds['low'])} AND order_id <= {_quote(bounds['high'])}"
+                f"{spec.key} >= {_literal(bounds['low'])} AND "
+                f"{spec.key} <= {_literal(bounds['high'])}"
             )
             files = delta_tables.data_files(attempt.target, predicate)
-            current = delta_tables.read_spark(spark, [f.uri for f in files], ORDER_STATE_SCHEMA)
-            rows = combine(current, batch).toArrow()
+            current = delta_tables.read_spark(spark, [f.uri for f in files], spec.schema)
+            rows = combine(current, batch.drop("_events"), spec).toArrow()
     finally:
         batch.unpersist()
     outcome.seconds["compute"] = time.monotonic() - attempt.started
@@ -131,80 +167,131 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: OrderState
     metrics = delta_tables.upsert(
         attempt.target,
         rows,
-        keys=["order_id"],
-        range_key="order_id",
+        keys=[spec.key],
+        range_key=spec.key,
         txns=attempt.txns,
-        metadata=attempt.metadata("order_state"),
+        metadata=attempt.metadata("entity_state"),
     )
     faults.crash_point(AFTER_MERGE)
-    outcome.orders_inserted = int(metrics.get("num_target_rows_inserted", 0))
-    outcome.orders_updated = int(metrics.get("num_target_rows_updated", 0))
+    outcome.entities_inserted = int(metrics.get("num_target_rows_inserted", 0))
+    outcome.entities_updated = int(metrics.get("num_target_rows_updated", 0))
     outcome.files_rewritten = int(metrics.get("num_target_files_removed", 0))
     outcome.rows_copied = int(metrics.get("num_target_rows_copied", 0))
     outcome.seconds["merge"] = time.monotonic() - began
 
 
-def order_states(events: DataFrame) -> DataFrame:
-    """The state of each order over ``events`` alone (``silver_version``: their latest)."""
+def entity_states(events: DataFrame, spec: EntitySpec) -> DataFrame:
+    """The state of each entity over ``events`` alone, plus ``_events``: how many it folded.
+
+    ``silver_version`` is the latest of the events'.
+    """
     latest = F.struct(
-        F.col("event_time").alias("last_event_time"),
+        F.col("event_time").alias(LAST_TIME),
         F.col("topic").alias("last_topic"),
         F.col("partition").alias("last_partition"),
         F.col("offset").alias("last_offset"),
-        F.regexp_replace("event_type", "^order_", "").alias("status"),
-        F.col("customer_id"),
-        F.col("currency"),
-        F.col("amount"),
+        *[_latest_value(f).alias(f.name) for f in spec.latest],
         F.col("event_id").alias("last_event_id"),
     )
-    sums = [
-        F.sum(F.when(F.col("event_type") == f"order_{kind}", F.col("amount")).otherwise(0.0))
-        .cast("double")
-        .alias(f"{kind}_amount")
-        for kind in KINDS
+    # A declared last_time fold named like the ordering key's time is that column.
+    aggregates = [
+        _aggregate(f).alias(f.name)
+        for f in spec.folds
+        if f.fold != "latest" and f.name != LAST_TIME
     ]
-    grouped = events.groupBy("order_id").agg(
-        F.max(latest).alias("latest"),
-        *sums,
-        F.count(F.lit(1)).alias("event_count"),
-        F.min("event_time").alias("first_event_time"),
+    grouped = events.groupBy(spec.key).agg(
+        F.max(latest).alias("_latest"),
+        *aggregates,
+        F.count(F.lit(1)).alias("_events"),
         F.max("silver_version").alias("silver_version"),
     )
     return grouped.select(
-        "order_id", "latest.*", *[c for c in grouped.columns if c not in ("order_id", "latest")]
-    )
+        spec.key, "_latest.*", *[c for c in grouped.columns if c not in (spec.key, "_latest")]
+    ).select(*spec.schema.names, "_events")
 
 
-def combine(current: DataFrame, batch: DataFrame) -> DataFrame:
-    """The state of the batch's orders after adding ``batch`` to the ``current`` state."""
+def combine(current: DataFrame, batch: DataFrame, spec: EntitySpec) -> DataFrame:
+    """The state of the batch's entities after adding ``batch`` to the ``current`` state."""
     c, b = current.alias("c"), batch.alias("b")
-    joined = b.join(c, F.col("b.order_id") == F.col("c.order_id"), "left")
+    joined = b.join(c, F.col(f"b.{spec.key}") == F.col(f"c.{spec.key}"), "left")
+    struct_fields = [*LATEST_KEY, *[f.name for f in spec.latest], "last_event_id"]
 
     def latest(side: str) -> Column:
-        fields = [*_LATEST, *_LATEST_VALUES]
-        return F.struct(*[F.col(f"{side}.{f}").alias(f) for f in fields])
+        return F.struct(*[F.col(f"{side}.{n}").alias(n) for n in struct_fields])
 
-    def summed(name: str) -> Column:
-        return (F.col(f"b.{name}") + F.coalesce(F.col(f"c.{name}"), F.lit(0))).alias(name)
-
-    # A missing current row has a null struct; greatest skips nulls.
-    current_latest = F.when(F.col("c.order_id").isNotNull(), latest("c"))
+    # A missing current row has a null struct; greatest and least skip nulls.
+    current_latest = F.when(F.col(f"c.{spec.key}").isNotNull(), latest("c"))
+    merged = [_merge(f) for f in spec.folds if f.fold != "latest" and f.name != LAST_TIME]
     return joined.select(
-        F.col("b.order_id").alias("order_id"),
-        F.greatest(latest("b"), current_latest).alias("latest"),
-        *[summed(f"{kind}_amount") for kind in KINDS],
-        summed("event_count"),
-        F.least("b.first_event_time", "c.first_event_time").alias("first_event_time"),
+        F.col(f"b.{spec.key}").alias(spec.key),
+        F.greatest(latest("b"), current_latest).alias("_latest"),
+        *merged,
         F.col("b.silver_version").alias("silver_version"),
     ).select(
-        "order_id",
-        "latest.*",
-        *[f"{k}_amount" for k in KINDS],
-        "event_count",
-        "first_event_time",
-        "silver_version",
+        *[
+            F.col(f"_latest.{name}").alias(name) if name in struct_fields else F.col(name)
+            for name in spec.schema.names
+        ]
     )
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+def _latest_value(fold: Fold) -> Column:
+    value = F.col(fold.of or fold.name)
+    if fold.strip_prefix:
+        prefix = fold.strip_prefix
+        value = F.when(
+            value.startswith(prefix), value.substr(len(prefix) + 1, 2**31 - 1)
+        ).otherwise(value)
+    return value
+
+
+def _aggregate(fold: Fold) -> Column:
+    kind = _spark_type(fold.type)
+    if fold.fold in ("first_time", "last_time"):
+        source = F.col("event_time")
+    elif fold.fold == "count":
+        source = F.lit(1)
+    else:
+        source = F.col(fold.of or fold.name)
+    if fold.when:
+        condition = _all([F.col(name) == F.lit(value) for name, value in fold.when])
+        zero = F.lit(0) if fold.fold in ("sum", "count") else F.lit(None)
+        source = F.when(condition, source).otherwise(zero)
+    if fold.fold in ("sum", "count"):
+        return F.sum(source).cast(kind)
+    if fold.fold in ("min", "first_time"):
+        return F.min(source).cast(kind)
+    return F.max(source).cast(kind)
+
+
+def _merge(fold: Fold) -> Column:
+    b, c = F.col(f"b.{fold.name}"), F.col(f"c.{fold.name}")
+    if fold.fold in ("sum", "count"):
+        return (b + F.coalesce(c, F.lit(0))).alias(fold.name)
+    if fold.fold in ("min", "first_time"):
+        return F.least(b, c).alias(fold.name)
+    return F.greatest(b, c).alias(fold.name)
+
+
+def _all(conditions: Sequence[Column]) -> Column:
+    out = conditions[0]
+    for condition in conditions[1:]:
+        out = out & condition
+    return out
+
+
+def _spark_type(kind: pa.DataType) -> str:
+    return {
+        pa.string(): "string",
+        pa.int64(): "bigint",
+        pa.int32(): "int",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        UTC_MICROS: "timestamp",
+    }[kind]
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)

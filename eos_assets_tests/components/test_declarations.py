@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -303,7 +304,7 @@ def test_durations() -> None:
 def test_the_component_type_and_its_schema_are_registered_for_the_ui() -> None:
     from eos_assets.definitions import defs
 
-    metadata = defs.metadata["plugin_component_types_json"]
+    metadata: Any = defs.metadata["plugin_component_types_json"]
     registered = {t["name"]: t for library in metadata.value for t in library["componentTypes"]}
     stream = registered["eos_assets.components.EventStream"]
     schema = json.loads(stream["schema"])

@@ -21,11 +21,11 @@ from eos_assets.declaration import StreamModel
 from eos_assets.defs.gold import WINDOW_AGGREGATES
 from eos_assets.defs.silver import ORDER_STATE
 from eos_assets.lib import warehouse_file
-from eos_assets.lib.order_state import ORDER_STATE_SCHEMA
 from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.components.test_declarations import orders
+from eos_assets_tests.graph import ORDER_STATE_SCHEMA
 
 START = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 TYPES = ("order_created", "order_paid", "order_cancelled", "order_refunded")
@@ -102,7 +102,7 @@ def expected_revenue(table: pa.Table) -> dict[tuple[datetime, str], tuple[float,
     return {k: (paid[k] - refunded[k], count[k]) for k in paid}
 
 
-def expected_status(table: pa.Table) -> dict[tuple[str, str], tuple[int, float]]:
+def expected_status(table: pa.Table) -> dict:
     out: dict = defaultdict(lambda: [0, 0.0])
     for row in table.to_pylist():
         entry = out[(row["status"], row["currency"])]

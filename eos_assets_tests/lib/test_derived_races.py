@@ -13,9 +13,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import faults, order_state, silver_events
+from eos_assets.lib import entity_state, faults, silver_events
 from eos_assets.lib.delta_tables import read_rows
 from eos_assets.lib.schema import to_bronze_table
+from eos_assets_tests.graph import ORDERS_ENTITY
 
 
 def _value(n: int) -> bytes:
@@ -83,11 +84,11 @@ def test_racing_order_state_merges_fold_each_event_once(
 ) -> None:
     silver_events.update_events(spark, lake["bronze"], lake["silver"])
 
-    def run() -> order_state.OrderStateOutcome:
-        return order_state.update_order_state(spark, lake["silver"], lake["state"])
+    def run() -> entity_state.EntityStateOutcome:
+        return entity_state.update_entity_state(spark, ORDERS_ENTITY, lake["silver"], lake["state"])
 
-    rival = _race(monkeypatch, order_state.BEFORE_MERGE, run)
+    rival = _race(monkeypatch, entity_state.BEFORE_MERGE, run)
     first = run()
     assert rival[0].version == 1 and first.attempts == 2 and first.version is None
-    rows = read_rows(DeltaTable(lake["state"]), order_state.ORDER_STATE_SCHEMA).to_pylist()
+    rows = read_rows(DeltaTable(lake["state"]), ORDERS_ENTITY.schema).to_pylist()
     assert sum(r["event_count"] for r in rows) == 30 and len(rows) == 10

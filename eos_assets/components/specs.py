@@ -1,0 +1,49 @@
+"""A declaration as the plain specs the exactly-once code takes (``lib`` knows no YAML)."""
+
+import pyarrow as pa
+
+from eos_assets.declaration import FieldType, Fold, StreamModel
+from eos_assets.lib.entity_state import EntitySpec
+from eos_assets.lib.entity_state import Fold as FoldSpec
+from eos_assets.lib.schema_time import UTC_MICROS
+
+ARROW_TYPES = {
+    FieldType.STRING: pa.string(),
+    FieldType.LONG: pa.int64(),
+    FieldType.DOUBLE: pa.float64(),
+    FieldType.BOOLEAN: pa.bool_(),
+    FieldType.TIMESTAMP: UTC_MICROS,
+}
+
+
+def entity_spec(stream: StreamModel) -> EntitySpec | None:
+    """The entity state the stream declares (None without one)."""
+    entity = stream.entity
+    if entity is None:
+        return None
+    folds = []
+    for name, field in entity.fields.items():
+        if field.fold == Fold.COUNT:
+            kind: pa.DataType = pa.int64()
+        elif field.fold in (Fold.FIRST_TIME, Fold.LAST_TIME):
+            kind = UTC_MICROS
+        else:
+            kind = ARROW_TYPES[stream.payload[field.of or name].type]
+        of = None
+        if field.fold not in (Fold.COUNT, Fold.FIRST_TIME, Fold.LAST_TIME):
+            of = field.of or name
+        folds.append(
+            FoldSpec(
+                name=name,
+                fold=str(field.fold),
+                type=kind,
+                of=of,
+                when=tuple(sorted((field.when or {}).items())),
+                strip_prefix=field.strip_prefix,
+            )
+        )
+    return EntitySpec(
+        key=entity.key,
+        key_type=ARROW_TYPES[stream.payload[entity.key].type],
+        folds=tuple(folds),
+    )
