@@ -118,6 +118,9 @@ def deployment(
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(INSTANCE_YAML, home / "dagster.yaml")
+    # Created once here, as the daemon or the UI would: two runs that start together on a new
+    # SQLite instance would both stamp its schema.
+    dg.DagsterInstance.from_config(str(home)).dispose()
     logs = tmp_path / "logs"
     logs.mkdir()
     config = tmp_path / "run_config.json"
