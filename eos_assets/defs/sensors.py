@@ -102,12 +102,12 @@ def _stream_selection(
     run after it.
     """
     repository = context.repository_def
-    if repository is not None:
-        graph = repository.asset_graph
-    else:  # a context built outside a code location (tests)
-        from eos_assets.definitions import defs
-
-        graph = defs.resolve_asset_graph()
+    if repository is None:
+        raise dg.DagsterInvariantViolationError(
+            f"{LAG_SENSOR} needs the code location's asset graph: build its context with "
+            "repository_def"
+        )
+    graph = repository.asset_graph
     selection = stream_job.selection
     return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
 

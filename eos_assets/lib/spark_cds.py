@@ -14,7 +14,6 @@ use an archive says so in one warning line and starts without it; it never fails
 With no archive, nothing changes but the start time.
 """
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -29,6 +28,8 @@ from eos_assets.lib import jars
 from eos_assets.lib.errors import EosError
 
 _BUILD_TIMEOUT_S = 600
+# The module whose process runs the Spark work and writes the archive as its JVM exits.
+RECORDER = "eos_assets.lib.spark_cds_record"
 
 
 def _java() -> Path | None:
@@ -75,7 +76,7 @@ def build() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         partial = Path(scratch) / path.name
-        command = [sys.executable, "-m", "eos_assets.lib.spark_cds", str(partial)]
+        command = [sys.executable, "-m", RECORDER, str(partial)]
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S, check=False
         )
@@ -92,59 +93,3 @@ def build() -> Path:
         if old != path:
             old.unlink(missing_ok=True)
     return path
-
-
-def _record(target: Path) -> None:
-    """Run Spark work like the assets' in a JVM that writes its classes to ``target`` on exit."""
-    from pyspark.sql import SparkSession, Window
-    from pyspark.sql import functions as F
-
-    from eos_assets.lib.spark_env import spark_config, use_this_python
-
-    use_this_python()
-    config = spark_config("local[2]", app_name="eos_cds", class_archive=False)
-    config["spark.ui.enabled"] = "false"
-    config["spark.driver.extraJavaOptions"] += f" -XX:ArchiveClassesAtExit={target}"
-    builder = SparkSession.builder
-    for key, value in config.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    proc = spark.sparkContext._gateway.proc  # pyright: ignore[reportOptionalMemberAccess]
-    with tempfile.TemporaryDirectory() as scratch:
-        rows = spark.range(20_000).select(
-            (F.col("id") % 5_000).cast("string").alias("event_id"),
-            F.col("id").alias("offset"),
-            F.timestamp_micros(F.col("id") * 1_000_000).alias("event_time"),
-            (F.col("id") % 97 * 1.5).alias("amount"),
-        )
-        rows.write.parquet(f"{scratch}/rows")
-        read = spark.read.parquet(f"{scratch}/rows")
-        first = read.withColumn(
-            "_rank", F.row_number().over(Window.partitionBy("event_id").orderBy("offset"))
-        ).where("_rank = 1")
-        fresh = first.join(read.limit(100).select("event_id"), "event_id", "left_anti")
-        fresh.mapInArrow(lambda batches: batches, fresh.schema).count()
-        fresh.groupBy(F.window("event_time", "5 minutes")).agg(
-            F.sum("amount"), F.count_distinct("event_id")
-        ).collect()
-        spark.sparkContext.parallelize(range(4), 4).map(lambda n: n * 2).collect()
-        spark.createDataFrame([(1, "a")], "n long, s string").toArrow()
-        read.write.format("delta").save(f"{scratch}/delta")
-        spark.read.format("delta").load(f"{scratch}/delta").where("offset < 10").count()
-        spark.sql(f"DESCRIBE HISTORY delta.`{scratch}/delta`").collect()
-    spark.stop()
-    # The JVM writes the archive as it exits, which it does when its stdin closes.
-    assert proc is not None and proc.stdin is not None
-    proc.stdin.close()
-    proc.wait(timeout=_BUILD_TIMEOUT_S)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m eos_assets.lib.spark_cds TARGET``: the JVM that writes an archive."""
-    parser = argparse.ArgumentParser(prog="python -m eos_assets.lib.spark_cds")
-    parser.add_argument("target", type=Path)
-    _record(parser.parse_args(argv).target)
-
-
-if __name__ == "__main__":
-    main()

@@ -47,6 +47,7 @@ class Ticker:
             cursor=self.cursor,
             sensor_name=LAG_SENSOR,
             resources=self.resources,
+            repository_def=definitions().get_repository_def(),
         )
         result = ingest_on_kafka_lag(context)
         assert isinstance(result, dg.SensorResult)
@@ -54,10 +55,15 @@ class Ticker:
         return result
 
 
-def stream_job_def() -> dg.JobDefinition:
+def definitions() -> dg.Definitions:
+    """The code location's definitions (imported when first needed: they load the streams)."""
     from eos_assets.definitions import defs
 
-    return defs.resolve_job_def(stream_job.name)
+    return defs
+
+
+def stream_job_def() -> dg.JobDefinition:
+    return definitions().resolve_job_def(stream_job.name)
 
 
 def observed(result: dg.SensorResult) -> dict:
