@@ -21,6 +21,7 @@ class BenchOptions:
         batch: events of the incremental batch added on top of each.
         freshness_s: how long the steady stream of the freshness stage lasts.
         rate: events per second of that stream.
+        backlog: events of the freshness stage's timed run and of its demo.
         producers: producer processes for the bulk streams.
         repeats: passes of each ingest variant (best one counts).
         master: Spark master; its task slots are the ceiling's parallelism.
@@ -39,6 +40,7 @@ class BenchOptions:
     batch: int = 100_000
     freshness_s: float = 180.0
     rate: float = 2000.0
+    backlog: int = 20_000
     producers: int = 2
     repeats: int = 3
     master: str = "local[2]"
@@ -64,6 +66,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add("--batch", type=int, default=d.batch, help="events of the incremental batch")
     add("--freshness-seconds", type=float, default=d.freshness_s, help="steady stream length")
     add("--rate", type=float, default=d.rate, help="events/s of the steady stream")
+    add("--backlog", type=int, default=d.backlog, help="events of the timed run and the demo")
     add("--producers", type=int, default=d.producers, help="producer processes for bulk data")
     add("--repeats", type=int, default=d.repeats, help="passes of each ingest variant")
     add("--spark-master", default=d.master, help="its task slots set the ceiling's processes")
@@ -86,8 +89,10 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
     unknown = sorted(set(only) - set(STAGES))
     if unknown:
         raise ConfigError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(STAGES)}")
-    if min(args.events, args.big, args.batch, args.producers, args.repeats) < 1:
-        raise ConfigError("--events, --big, --batch, --producers and --repeats must be >= 1")
+    if min(args.events, args.big, args.batch, args.backlog, args.producers, args.repeats) < 1:
+        raise ConfigError(
+            "--events, --big, --batch, --backlog, --producers and --repeats must be >= 1"
+        )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return BenchOptions(
         events=args.events,
@@ -95,6 +100,7 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
         batch=args.batch,
         freshness_s=args.freshness_seconds,
         rate=args.rate,
+        backlog=args.backlog,
         producers=args.producers,
         repeats=args.repeats,
         master=args.spark_master,
