@@ -10,6 +10,7 @@ window is its final count.
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,13 +41,15 @@ BACKLOG_PROPERTIES = {
 @dataclass(frozen=True)
 class StreamsRun:
     """One run of the peer: input records read, seconds from start to its last count update,
-    records Kafka Streams dropped (``dropped-records-total``: late for a closed window)."""
+    records Kafka Streams dropped (``dropped-records-total``: late for a closed window), and
+    the commit interval in effect (ms)."""
 
     guarantee: str
     records: int
     seconds: float
     dropped: int
     output_topic: str
+    commit_ms: int
 
     @property
     def rate(self) -> float:
@@ -80,6 +83,48 @@ def compile_peer(out: Path) -> Path:
     return out
 
 
+def _command(
+    classes: Path,
+    client: Mapping[str, str],
+    topic: str,
+    records: int,
+    guarantee: str,
+    work: Path,
+    partitions: int,
+    settings: Mapping[str, str],
+    extra: Mapping[str, str] | None = None,
+) -> tuple[list[str], str]:
+    """The peer's command line and its (new) output topic."""
+    bootstrap = client["bootstrap.servers"]
+    run_id = f"{guarantee}-{uuid.uuid4().hex[:6]}"
+    output = f"{topic}-kstreams-{run_id}"
+    broker.ensure_topic(bootstrap, output, partitions, dict(client))
+    state = work / run_id
+    state.mkdir(parents=True, exist_ok=True)
+    args = {
+        "bootstrap": bootstrap, "input": topic, "output": output, "app": f"bench-{run_id}",
+        "state": str(state), "guarantee": guarantee, "expected": str(records),
+    }  # fmt: skip
+    classpath = f"{classes}:{jars.classpath('kafka-streams')}"
+    command = [require_java("the Kafka Streams peer"), "-Xmx1g", "-cp", classpath, MAIN]
+    command += [f"{k}={v}" for k, v in args.items()]
+    command += [f"{k}={v}" for k, v in (extra or {}).items()]
+    command += [f"prop.{k}={v}" for k, v in settings.items()]
+    return command, output
+
+
+def _result(guarantee: str, output: str, code: int, stdout: str, stderr: str) -> StreamsRun:
+    lines = stdout.strip().splitlines()
+    if code != 0 or not lines or not lines[-1].startswith("{"):
+        tail = (stderr.strip() or stdout.strip() or "(no output)").splitlines()
+        raise EosError(f"the Kafka Streams peer ({guarantee}) failed: {tail[-1]}")
+    result = json.loads(lines[-1])
+    return StreamsRun(
+        guarantee, result["records"], result["seconds"], result["dropped"], output,
+        result["commit_ms"],
+    )  # fmt: skip
+
+
 def run_peer(
     classes: Path,
     client: Mapping[str, str],
@@ -96,28 +141,77 @@ def run_peer(
     Raises:
         EosError: the program failed or timed out (its last line of output).
     """
-    bootstrap = client["bootstrap.servers"]
-    run_id = f"{guarantee}-{uuid.uuid4().hex[:6]}"
-    output = f"{topic}-kstreams-{run_id}"
-    broker.ensure_topic(bootstrap, output, partitions, dict(client))
-    state = work / run_id
-    state.mkdir(parents=True, exist_ok=True)
-    args = {
-        "bootstrap": bootstrap, "input": topic, "output": output, "app": f"bench-{run_id}",
-        "state": str(state), "guarantee": guarantee, "expected": str(records),
-    }  # fmt: skip
-    classpath = f"{classes}:{jars.classpath('kafka-streams')}"
-    command = [require_java("the Kafka Streams peer"), "-Xmx1g", "-cp", classpath, MAIN]
-    command += [f"{k}={v}" for k, v in args.items()]
     settings = BACKLOG_PROPERTIES if properties is None else properties
-    command += [f"prop.{k}={v}" for k, v in settings.items()]
+    command, output = _command(
+        classes, client, topic, records, guarantee, work, partitions, settings
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()
-        raise EosError(f"the Kafka Streams peer ({guarantee}) failed: {tail[-1]}")
-    result = json.loads(lines[-1])
-    return StreamsRun(guarantee, result["records"], result["seconds"], result["dropped"], output)
+    return _result(guarantee, output, done.returncode, done.stdout, done.stderr)
+
+
+@dataclass
+class LivePeer:
+    """The peer started on a live stream: its process, log files and output topic."""
+
+    guarantee: str
+    process: subprocess.Popen[bytes]
+    output_topic: str
+    stdout: Path
+    stderr: Path
+
+    def wait_running(self, timeout_s: float = 120.0) -> None:
+        """Block until Kafka Streams reports RUNNING.
+
+        Raises:
+            EosError: the program ended or did not get there in time (its last line).
+        """
+        deadline = time.monotonic() + timeout_s
+        while "running" not in self.stdout.read_text(errors="replace").split():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                self.process.wait()
+                tail = self.stderr.read_text(errors="replace").strip() or "(no output)"
+                raise EosError(
+                    f"the Kafka Streams peer ({self.guarantee}) did not start: "
+                    + tail.splitlines()[-1]
+                )
+            time.sleep(0.2)
+
+    def finish(self, timeout_s: float = 900.0) -> StreamsRun:
+        """Wait for the program to stop by itself (every record read, counts quiet)."""
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise EosError(f"the Kafka Streams peer ({self.guarantee}) did not stop") from None
+        out = self.stdout.read_text(errors="replace")
+        return _result(self.guarantee, self.output_topic, code, out, self.stderr.read_text())
+
+
+def start_live(
+    classes: Path,
+    client: Mapping[str, str],
+    topic: str,
+    records: int,
+    guarantee: str,
+    work: Path,
+    partitions: int,
+) -> LivePeer:
+    """Start the peer on ``topic`` before its records are produced, with Kafka Streams'
+    defaults (commit interval included: 100 ms under exactly_once_v2); it stops by itself
+    once it has read ``records`` records and its counts are quiet."""
+    # "default": the program leaves commit.interval.ms unset; idle 0 is Kafka Streams' own.
+    extra = {"commit_ms": "default", "idle_ms": "0"}
+    command, output = _command(
+        classes, client, topic, records, guarantee, work, partitions, {}, extra
+    )
+    logs = work / f"live-{output}"
+    logs.mkdir(parents=True, exist_ok=True)
+    stdout, stderr = logs / "stdout.txt", logs / "stderr.txt"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+    return LivePeer(guarantee, process, output, stdout, stderr)
 
 
 def final_counts(client: Mapping[str, str], topic: str) -> dict[WindowKey, int]:

@@ -11,8 +11,9 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.bench import compare, kstreams, structured
+from eos_assets.bench import compare, kstreams, live, structured
 from eos_assets.bench.lake import RunTimes
+from eos_assets.bench.live import LatencyRun
 from eos_assets.bench.report import Measurement, at_least
 from eos_assets.bench.structured import StreamRun
 from eos_assets.lib import kafka_tools
@@ -151,4 +152,50 @@ def producer_perf_line(
         "bytes, idempotent, acks=all, linger.ms=5, transactions of 100 ms)",
         data={"chart": [_point("produce", "eos_assets producer", ours),
                         _point("produce", "kafka-producer-perf-test", rate)]},
+    )  # fmt: skip
+
+
+SS_LATENCY = "Spark Structured Streaming: event -> final window in Delta"
+KS_LATENCY = "Kafka Streams exactly_once_v2: event -> count read read_committed"
+
+
+def latency_lines(
+    spark: SparkSession, bootstrap: str, client: Mapping[str, str], work: Path,
+    partitions: int, rate: float, seconds: float,
+) -> list[Measurement]:  # fmt: skip
+    """Event -> result latency of SS (silver + windows) and Kafka Streams (exactly_once_v2)
+    on a steady stream like the freshness stage's (``rate`` events/s for ``seconds``)."""
+    count = max(1, int(rate * seconds))
+    ss = live.ss_windows(spark, bootstrap, client, work / "ss", partitions, count, rate)
+    ks = live.ks_windows(bootstrap, client, work / "ks", partitions, count, rate)
+    return [
+        _latency_line(
+            SS_LATENCY, ss, rate,
+            f"append mode, a micro-batch as soon as the last one ends (processingTime 0), "
+            f"{ss.detail['batches']} batches; a window is written once the watermark (event "
+            "time - 10 min) passes its end",
+        ),
+        _latency_line(
+            KS_LATENCY, ks, rate,
+            f"commit.interval.ms {ks.detail['commit_ms']} (its exactly_once_v2 default), other "
+            f"settings its defaults; {ks.detail['updates']:,} count updates read; "
+            f"dropped-records-total {ks.detail['dropped']:,}",
+        ),
+    ]  # fmt: skip
+
+
+def _latency_line(name: str, run: LatencyRun, rate: float, how: str) -> Measurement:
+    lat = run.latencies
+    st = lat.stats()
+    p50, p95, worst = st["p50"], st["p95"], st["max"]
+    visible = len(lat.seconds)
+    return Measurement(
+        "peers", f"{name}, p95", p95, "s",
+        detail=f"p50 {p50 or 0:.1f}s, max {worst or 0:.1f}s over {visible:,} of {lat.events:,} "
+        f"events ({rate:,.0f}/s for {run.produced_s:.0f}s); {lat.never_visible:,} never "
+        f"visible; {how}",
+        data={**st, "visible": visible, "never_visible": lat.never_visible,
+              "events": lat.events, "produced_s": run.produced_s, **run.detail,
+              "chart": [_point("latency", f"{name}, p50", p50 or 0.0),
+                        _point("latency", f"{name}, p95", p95 or 0.0)]},
     )  # fmt: skip

@@ -148,7 +148,8 @@ def _peers(
     lake: BenchLake,
     first: RunTimes,
 ) -> None:
-    """SS silver + windows, Kafka Streams and the producer ceiling, against the main lake."""
+    """SS silver + windows, Kafka Streams and the producer ceiling, against the main lake;
+    then SS's and Kafka Streams' event -> result latency."""
     gold = compare.gold_counts(lake.uri("gold", "window_aggregates"))
     table = work / "ss-windows" / "windows"
     line = peers.ss_windows_line(spark, client, stream.topic, table, first, stream.produced, gold)
@@ -156,6 +157,11 @@ def _peers(
     _, ours = peers.ours_to_windows(first, stream.produced)
     for line in peers.kstreams_lines(
         client, stream.topic, stream.produced, work / "kstreams", PARTITIONS, gold, ours
+    ):
+        report.add(line)
+    # On a steady stream like the freshness stage's (--rate for --freshness-seconds).
+    for line in peers.latency_lines(
+        spark, stream.bootstrap, client, work / "latency", PARTITIONS, o.rate, o.freshness_s
     ):
         report.add(line)
     topic = f"bench-producer-perf-{uuid.uuid4().hex[:6]}"

@@ -4,9 +4,11 @@ sink written by delta-spark with a checkpoint, ``trigger(availableNow=True)``.
 
 Two queries: an ingest (every committed record, raw value kept and JSON parsed, as bronze) and
 silver + windows (dedup by ``event_id`` under a watermark, then 5-minute windows with a
-10-minute grace, appended when final).
+10-minute grace, appended when final). The windows query also runs on a live stream
+(``start_windows_live``), for its event -> table latency.
 """
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.streaming.query import StreamingQuery
 
 from eos_assets.bench.compare import WindowKey
 from eos_assets.lib import jars
@@ -115,6 +118,22 @@ def _valid() -> Column:
     )
 
 
+def _windows_frame(
+    spark: SparkSession, client: Mapping[str, str], topic: str, per_batch: int | None
+) -> DataFrame:
+    events = _source(spark, client, topic, per_batch).where(_valid())
+    deduped = events.withWatermark("event_time", GRACE).dropDuplicatesWithinWatermark(["event_id"])
+    counts = deduped.groupBy(
+        F.window("event_time", "5 minutes").alias("window"),
+        "event_type",
+        F.coalesce("currency", F.lit("")).alias("currency"),
+    ).agg(F.count("*").alias("event_count"), F.sum("amount").alias("amount_sum"))
+    return counts.select(
+        F.col("window.start").alias("window_start"), "event_type", "currency",
+        "event_count", "amount_sum",
+    )  # fmt: skip
+
+
 def windows(spark: SparkSession, client: Mapping[str, str], topic: str, table: Path) -> StreamRun:
     """Kafka to final 5-minute windows per event type and currency, end to end.
 
@@ -122,18 +141,33 @@ def windows(spark: SparkSession, client: Mapping[str, str], topic: str, table: P
     grace), counted in tumbling windows appended once the watermark passes their end: events
     later than the watermark are dropped, and windows still open at the end are not written.
     """
-    events = _source(spark, client, topic, WINDOW_BATCH).where(_valid())
-    deduped = events.withWatermark("event_time", GRACE).dropDuplicatesWithinWatermark(["event_id"])
-    counts = deduped.groupBy(
-        F.window("event_time", "5 minutes").alias("window"),
-        "event_type",
-        F.coalesce("currency", F.lit("")).alias("currency"),
-    ).agg(F.count("*").alias("event_count"), F.sum("amount").alias("amount_sum"))
-    out = counts.select(
-        F.col("window.start").alias("window_start"), "event_type", "currency",
-        "event_count", "amount_sum",
-    )  # fmt: skip
-    return _run(out, table)
+    return _run(_windows_frame(spark, client, topic, WINDOW_BATCH), table)
+
+
+def start_windows_live(
+    spark: SparkSession, client: Mapping[str, str], topic: str, table: Path
+) -> StreamingQuery:
+    """The windows query on a live stream: a micro-batch as soon as the last one ends
+    (``processingTime`` 0, Spark's default trigger), no cap on records per batch."""
+    return (
+        _windows_frame(spark, client, topic, None)
+        .writeStream.format("delta")
+        .outputMode("append")
+        .option("checkpointLocation", str(table.with_name(table.name + "-checkpoint")))
+        .trigger(processingTime="0 seconds")
+        .start(str(table))
+    )
+
+
+def consumed(query: StreamingQuery) -> int:
+    """Kafka offsets the query's last finished batch reached, summed over partitions (0 before
+    its first batch)."""
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return 0
+    end = progress["sources"][0].get("endOffset")
+    offsets = json.loads(end) if isinstance(end, str) else end or {}
+    return sum(int(o) for parts in offsets.values() for o in parts.values())
 
 
 def window_counts(spark: SparkSession, table: Path) -> dict[WindowKey, int]:

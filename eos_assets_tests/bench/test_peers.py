@@ -1,10 +1,12 @@
 """The bench's verdicts on its peers: record sets, window counts, the chart, the Java peer."""
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
-from eos_assets.bench import chart, compare, kstreams
+from eos_assets.bench import chart, compare, kstreams, peer_latency
 from eos_assets.bench.report import Measurement
 
 
@@ -54,12 +56,20 @@ def test_window_diff_of_equal_counts_is_empty() -> None:
 
 
 def test_chart_takes_points_from_lines_and_draws_a_png(tmp_path: Path) -> None:
+    ks = "Kafka Streams exactly_once_v2: event -> count"
     lines = [
         Measurement("peers", "a", 1.2, "x", data={"chart": [
             {"panel": "ingest", "system": "eos_assets exactly-once", "value": 1000.0},
             {"panel": "ingest", "system": "Spark Structured Streaming", "value": 800.0},
         ]}),
-        Measurement("freshness", "p95", 40.0, "s", data={"p50": 20.0, "p95": 40.0}),
+        Measurement("peers", "b", 3.0, "s", data={"chart": [
+            {"panel": "latency", "system": f"{ks}, p50", "value": 1.5},
+            {"panel": "latency", "system": f"{ks}, p95", "value": 3.0},
+        ]}),
+        # Ours come from the freshness line's data, not from chart points it may carry.
+        Measurement("freshness", "p95", 40.0, "s", data={"p50": 20.0, "p95": 40.0, "chart": [
+            {"panel": "latency", "system": "eos_assets other, p50", "value": 99.0},
+        ]}),
         Measurement("graph", "no chart", 3.0, "s"),
     ]  # fmt: skip
     points = chart.chart_points(lines)
@@ -67,10 +77,36 @@ def test_chart_takes_points_from_lines_and_draws_a_png(tmp_path: Path) -> None:
         ("eos_assets exactly-once", 1000.0),
         ("Spark Structured Streaming", 800.0),
     ]
-    assert [v for _, v in points["latency"]] == [20.0, 40.0]
+    assert chart.latency_rows(points["latency"]) == [
+        ("eos_assets: event -> KPI in DuckDB", {"p50": 20.0, "p95": 40.0}),
+        (ks, {"p50": 1.5, "p95": 3.0}),
+    ]
     png = chart.write_chart(lines, tmp_path / "bench.png")
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert chart.write_chart(lines[2:], tmp_path / "none.png") is None
+    assert chart.write_chart(lines[3:], tmp_path / "none.png") is None
+
+
+def test_ranked_latency_credits_the_nth_event_to_the_first_count_of_n() -> None:
+    win, other = (0, "order_paid", "EUR"), (300_000_000, "order_paid", "")
+    events = {win: np.array([10.0, 11.0, 12.0]), other: np.array([20.0, 21.0])}
+    # win: counts 2 at t=13, then 3 at t=15; other: written once with 1 of its 2 events.
+    seen = {win: [(13.0, 2), (15.0, 3)], other: [(30.0, 1)]}
+    lat = peer_latency.ranked(events, seen)
+    assert sorted(lat.seconds.tolist()) == [2.0, 3.0, 3.0, 10.0]
+    assert (lat.never_visible, lat.events) == (1, 5)
+    # A count that goes back (a stale update read late) does not undo what was visible.
+    lat = peer_latency.ranked({win: np.array([1.0, 2.0])}, {win: [(3.0, 2), (4.0, 1)]})
+    assert lat.seconds.tolist() == [2.0, 1.0] and lat.never_visible == 0
+    assert peer_latency.ranked(events, {}).stats() == {"p50": None, "p95": None, "max": None}
+
+
+def test_window_key_is_the_five_minute_window_of_a_valid_event() -> None:
+    event = {"event_time": "2026-11-21T00:07:30.250000+00:00", "event_type": "order_paid",
+             "currency": None, "event_id": "e1"}  # fmt: skip
+    us = 1_795_219_200_000_000 + 300_000_000  # 2026-11-21T00:05:00Z
+    assert peer_latency.window_key(json.dumps(event).encode()) == (us, "order_paid", "")
+    assert peer_latency.window_key(b"{not json") is None
+    assert peer_latency.window_key(json.dumps({"event_type": "order_paid"}).encode()) is None
 
 
 def test_kafka_streams_peer_compiles(tmp_path: Path) -> None:
