@@ -23,8 +23,7 @@ import numpy as np
 from deltalake import DeltaTable
 
 from eos_assets.lib import delta_io
-from eos_assets.lib.increments import upstream_app
-from eos_assets.lib.ranges import app_id
+from eos_assets.lib.txn_ids import FROM_BRONZE, FROM_SILVER, partition_app
 
 TOTAL_SQL = (
     "SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = 'kpi_window'), "
@@ -113,15 +112,15 @@ class Poller:
 def positions_behind(lake_root: Path, kpi_version: int, topic: str, partitions: int) -> list[int]:
     """Next Kafka offset per partition reflected by ``gold/kpi_window`` at ``kpi_version``."""
     silver = DeltaTable(str(lake_root / "gold" / "kpi_window"), version=kpi_version)
-    s = silver.transaction_version(upstream_app("silver/events"))
+    s = silver.transaction_version(FROM_SILVER)
     if s is None:
         return [0] * partitions
     events = DeltaTable(str(lake_root / "silver" / "events"), version=s)
-    b = events.transaction_version(upstream_app("bronze/raw_events"))
+    b = events.transaction_version(FROM_BRONZE)
     if b is None:
         return [0] * partitions
     bronze = DeltaTable(str(lake_root / "bronze" / "raw_events"), version=b)
-    return [bronze.transaction_version(app_id(topic, p)) or 0 for p in range(partitions)]
+    return [bronze.transaction_version(partition_app(topic, p)) or 0 for p in range(partitions)]
 
 
 @dataclass

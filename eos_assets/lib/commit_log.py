@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from eos_assets.lib.ranges import app_id
+from eos_assets.lib.txn_ids import partition_app
 
 RANGE_SCHEMA = pa.schema(
     [
@@ -92,5 +92,5 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
     losses = pa.table(lost, schema=LOST_SCHEMA).sort_by([("version", "ascending")])
     tps = {*zip(rows["topic"], rows["partition"], strict=True)}
     tps |= {*zip(lost["topic"], lost["partition"], strict=True)}
-    positions = {tp: dt.transaction_version(app_id(*tp)) for tp in sorted(tps)}
+    positions = {tp: dt.transaction_version(partition_app(*tp)) for tp in sorted(tps)}
     return IngestLog(ranges=ranges, first_version=first_version, positions=positions, lost=losses)

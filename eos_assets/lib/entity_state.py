@@ -27,12 +27,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_tables, faults, incremental, increments
+from eos_assets.lib import delta_tables, faults, incremental, increments, txn_ids
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
 
 UPSTREAM = "silver/events"
-APP = increments.upstream_app(UPSTREAM)
+APP = txn_ids.FROM_SILVER
 
 BEFORE_MERGE = "entity_state_before_merge"
 AFTER_MERGE = "entity_state_after_merge"

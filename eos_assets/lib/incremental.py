@@ -2,7 +2,7 @@
 
 A derived table (silver/events, silver/order_state, gold/window_aggregates, gold/kpi_*)
 consumes one upstream Delta table and records, in its own ``txn`` action, the upstream version
-it has consumed (``increments.upstream_app``). One attempt of ``run``:
+it has consumed (``txn_ids.upstream_app``). One attempt of ``run``:
 
 1. **Plan.** Load the table's snapshot and those of its companions (tables the step commits
    before it, such as gold/late_events), let ``check`` refuse the table, read the consumed

@@ -31,13 +31,6 @@ from pyspark.sql.types import StructType
 
 from eos_assets.lib.errors import EosError
 
-APP_PREFIX = "eos:upstream:"
-
-
-def upstream_app(upstream_key: str) -> str:
-    """The ``txn`` app id recording how far a table consumed ``upstream_key`` (``layer/table``)."""
-    return f"{APP_PREFIX}{upstream_key}"
-
 
 @dataclass(frozen=True)
 class AddedFile:

@@ -38,6 +38,7 @@ from eos_assets.lib.ranges import (
 )
 from eos_assets.lib.reader import WrittenFile, read_range_to_file, reader_config
 from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.txn_ids import partition_app
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def ingest_bronze(
         bounds = partition_bounds(client_config, topics)
         # Kafka first: a wrong broker or topic fails the run before the lake is touched.
         dt = delta_io.ensure_table(table_uri, BRONZE_SCHEMA, storage_options)
-        apps = {tp: f"eos:{tp[0]}:{tp[1]}" for tp in bounds}
+        apps = {tp: partition_app(*tp) for tp in bounds}
         seen = delta_io.positions(dt, apps.values())
         plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
         ranges = plan_ranges(plans, options.max_records)

@@ -26,14 +26,14 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_tables, increments
+from eos_assets.lib import delta_tables, increments, txn_ids
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
 from eos_assets.lib.windows import NO_CURRENCY
 
 UPSTREAM = "silver/events"
-APP = increments.upstream_app(UPSTREAM)
-SIZE_APP = "eos:config:window_size_s"
+APP = txn_ids.FROM_SILVER
+SIZE_APP = txn_ids.WINDOW_SIZE
 KINDS = ("created", "paid", "cancelled", "refunded")
 
 AFTER_CUSTOMERS = "kpi_daily_after_customers"

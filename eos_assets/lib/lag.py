@@ -18,8 +18,9 @@ from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.lib import delta_io
 from eos_assets.lib.kafka_offsets import high_watermarks, partition_bounds
-from eos_assets.lib.ranges import OffsetRange, app_id, start_offsets
+from eos_assets.lib.ranges import OffsetRange, start_offsets
 from eos_assets.lib.reader import reader_config
+from eos_assets.lib.txn_ids import partition_app
 
 _quiet = logging.getLogger(f"{__name__}.librdkafka")
 _quiet.addHandler(logging.NullHandler())
@@ -103,7 +104,7 @@ def table_positions(
         dt = delta_io.load(table_uri, storage_options)
     except TableNotFoundError:
         return dict.fromkeys(tps)
-    return {tp: dt.transaction_version(app_id(*tp)) for tp in tps}
+    return {tp: dt.transaction_version(partition_app(*tp)) for tp in tps}
 
 
 def measure_lag(

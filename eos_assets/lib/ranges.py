@@ -9,13 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.txn_ids import partition_app
 
 TopicPartition = tuple[str, int]
-
-
-def app_id(topic: str, partition: int) -> str:
-    """Delta ``txn`` app id that records the next offset to read of one topic-partition."""
-    return f"eos:{topic}:{partition}"
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,7 @@ class OffsetRange:
     @property
     def app_id(self) -> str:
         """Delta ``txn`` app id of this range's topic-partition."""
-        return app_id(self.topic, self.partition)
+        return partition_app(self.topic, self.partition)
 
     def as_dict(self) -> dict[str, str | int]:
         """JSON-ready form, as written into the Delta commit metadata."""

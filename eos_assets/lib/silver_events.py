@@ -35,12 +35,12 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from eos_assets.lib import delta_tables, faults, file_writer, incremental, increments
+from eos_assets.lib import delta_tables, faults, file_writer, incremental, increments, txn_ids
 from eos_assets.lib.schema import BRONZE_SCHEMA
 from eos_assets.lib.schema_time import UTC_MICROS
 
 UPSTREAM = "bronze/raw_events"
-APP = increments.upstream_app(UPSTREAM)
+APP = txn_ids.FROM_BRONZE
 PARTITION_BY = ("event_date",)
 FILE_SPAN = timedelta(minutes=15)
 _SPAN_MICROS = int(FILE_SPAN.total_seconds() * 1_000_000)

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from eos_assets.lib.increments import upstream_app
+from eos_assets.lib import txn_ids
 
 UPSTREAM = "silver/events"
-APP = upstream_app(UPSTREAM)
+APP = txn_ids.FROM_SILVER
 # State of gold/window_aggregates, kept as txn actions next to APP (microseconds, seconds).
-MAX_EVENT_TIME_APP = "eos:state:max_event_time_us"
-WATERMARK_APP = "eos:state:watermark_us"
-SIZE_APP = "eos:config:window_size_s"
+MAX_EVENT_TIME_APP = txn_ids.MAX_EVENT_TIME
+WATERMARK_APP = txn_ids.WATERMARK
+SIZE_APP = txn_ids.WINDOW_SIZE
 NO_CURRENCY = ""
 KEY = ("window_start", "event_type", "currency")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -7,7 +7,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.increments import added_files, plan_increment, upstream_app
+from eos_assets.lib.increments import added_files, plan_increment
+from eos_assets.lib.txn_ids import upstream_app
 
 SCHEMA = pa.schema([("n", pa.int64())])
 
