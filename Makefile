@@ -13,7 +13,7 @@ JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
 	$(JARS)/spark-kafka/.installed $(JARS)/kafka-streams/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install jars java maven demo test lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -80,6 +80,11 @@ postgres:
 
 test: spark-archive chromium postgres
 	$(BIN)/pytest
+
+# The fast tier: the pure units, no Kafka, Spark, Spark server, dagster dev or browser (tests
+# marked `services` or `slow` are left out; `make test` runs everything).
+test-fast: $(STAMP) jars
+	$(BIN)/pytest -m "not services and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check eos_assets eos_assets_tests

@@ -28,6 +28,26 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
+# Fixtures that start or reach a real service: a test using one (directly or through another
+# fixture) is marked ``services``, and ``make test-fast`` leaves it out.
+SERVICE_FIXTURES = frozenset(
+    {"kafka_bootstrap", "spark", "spark_server", "dagster_dev", "chromium", "postgres"}
+)
+# Modules whose tests start a broker, a JVM or a Spark server of their own, without a fixture.
+SERVICE_MODULES = frozenset(
+    {"test_broker", "test_cli", "test_spark_cds", "test_spark_connect", "test_bronze_asset"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that needs a service (``make test-fast`` runs the others)."""
+    for item in items:
+        module = getattr(item, "module", None)
+        own = module is not None and module.__name__.rpartition(".")[2] in SERVICE_MODULES
+        if own or SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
+
+
 @pytest.fixture(scope="session")
 def kafka_client_config() -> dict[str, str]:
     """Extra client properties (security) from ``EOS_KAFKA_*``; empty for the embedded broker."""
