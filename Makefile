@@ -57,8 +57,18 @@ preflight: $(STAMP) jars
 spark-archive: preflight
 	@$(BIN)/eos-assets spark-archive >/dev/null || echo "warning: no Spark class archive (see above): each run's Spark driver starts a few seconds slower"
 
+# `make demo` and `make ui` run Spark on the local Spark Connect server (`eos-assets spark up`,
+# started here unless it runs already, and left running like the broker): every run connects
+# to one warm Spark instead of starting a JVM of its own. EOS_SPARK_CONNECT set beforehand wins:
+# empty for the in-process session, sc://host:port for a remote server.
+demo ui: export EOS_SPARK_CONNECT ?= local
+SPARK_UP = if [ "$$EOS_SPARK_CONNECT" = local ]; then \
+	  url=$$($(BIN)/eos-assets spark up) || exit 1; \
+	  echo "Spark: the local Spark Connect server at $$url (stop it with 'eos-assets spark down')"; fi
+
 demo: spark-archive
 	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
+	@$(SPARK_UP)
 	$(BIN)/eos-assets demo
 
 # The UI test drives Debian's Chromium (headless). Installed only when missing.
@@ -94,6 +104,7 @@ lint: $(STAMP)
 ui: spark-archive
 	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	@$(BIN)/python -m eos_assets.preflight --port $${DAGSTER_PORT:-3000}
+	@$(SPARK_UP)
 	$(BIN)/dagster dev -w workspace.yaml -p $${DAGSTER_PORT:-3000}
 
 # Speed against this machine's own ceiling, in one run (BENCHMARKS.md); results in bench-results/.
@@ -114,5 +125,6 @@ lock:
 	rm -rf .lock-venv
 
 clean:
+	-$(BIN)/eos-assets spark down
 	-$(BIN)/eos-assets broker down
 	rm -rf .eos

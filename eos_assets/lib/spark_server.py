@@ -38,6 +38,10 @@ MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _OUT_NAME = "server.out"
 # The driver of every run of the machine lives here: more than spark-submit's 1 GiB default.
 DRIVER_MEMORY = "2g"
+# At rest the server gives back the heap its runs grew: G1 collects after a minute without a
+# collection and then keeps at most 30 % of the heap free (Java's defaults: no idle collection,
+# 70 % free). After twelve runs its JVM held 1.44 GB at rest, and 0.91 GB once these were set.
+IDLE_HEAP = "-XX:G1PeriodicGCInterval=60000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ def start_server(
     port = port or free_port()
     # The server runs once per machine: the class archive of short-lived drivers is not for it.
     config = spark_config(master, app_name="eos_assets_connect", class_archive=False)
+    config["spark.driver.extraJavaOptions"] += f" {IDLE_HEAP}"
     config |= {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
