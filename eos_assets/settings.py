@@ -2,11 +2,13 @@
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from eos_assets.lib import broker
+from eos_assets.lib.alerts import AlertPolicy
 from eos_assets.lib.errors import ConfigError
+from eos_assets.lib.limits import Limits
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
 _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
@@ -105,3 +107,65 @@ def kafka_client_properties(env: Mapping[str, str]) -> dict[str, str]:
         if name.startswith("EOS_KAFKA_") and name not in _KAFKA_RESERVED:
             props[name.removeprefix("EOS_KAFKA_").lower().replace("_", ".")] = value
     return props
+
+
+def read_limits(env: Mapping[str, str] | None = None) -> Limits:
+    """The thresholds of the checks and the lag sensor: ``EOS_<FIELD NAME>`` of ``Limits``.
+
+    Read when a check or a sensor tick runs (default: the process environment).
+
+    Raises:
+        ConfigError: a variable is not a positive number.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, float | int] = {}
+    for f in fields(Limits):
+        name = f"EOS_{f.name.upper()}"
+        raw = env.get(name)
+        if not raw:
+            continue
+        kind = int if f.type in (int, "int") else float
+        try:
+            value = kind(raw)
+        except ValueError:
+            value = -1
+        if value <= 0:
+            raise ConfigError(f"{name}={raw!r} is not a positive {kind.__name__}: fix or unset it")
+        values[f.name] = value
+    return Limits(**values)  # type: ignore[arg-type]
+
+
+def read_alert_policy(env: Mapping[str, str] | None = None) -> AlertPolicy:
+    """KPI alert rules and delivery: ``EOS_ALERT_<FIELD NAME>`` of ``AlertPolicy``.
+
+    Raises:
+        ConfigError: a variable is not a number (or not a positive one where required).
+    """
+    env = os.environ if env is None else env
+    values: dict[str, float | int] = {}
+    for f in fields(AlertPolicy):
+        name = f"EOS_ALERT_{f.name.upper()}"
+        raw = env.get(name)
+        if not raw:
+            continue
+        kind = int if f.name == "max_attempts" else float
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a {kind.__name__}: fix or unset it") from None
+        if value <= 0 and f.name not in ("revenue_min", "cancellation_rate_max"):
+            raise ConfigError(f"{name}={raw!r} must be positive: fix or unset it")
+        values[f.name] = value
+    return AlertPolicy(**values)  # type: ignore[arg-type]
+
+
+def read_agg_out_max_behind(env: Mapping[str, str] | None = None) -> int:
+    """``EOS_AGG_OUT_MAX_BEHIND``: data-changing versions the publisher may lag (default 5).
+
+    Raises:
+        ConfigError: it is not a whole number >= 0.
+    """
+    raw = (os.environ if env is None else env).get("EOS_AGG_OUT_MAX_BEHIND") or "5"
+    if not raw.isdigit():
+        raise ConfigError(f"EOS_AGG_OUT_MAX_BEHIND={raw!r} is not a whole number: fix or unset it")
+    return int(raw)

@@ -18,10 +18,10 @@ from eos_assets.lib.commit_log import read_ingest_log
 from eos_assets.lib.contiguity import check_contiguity
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.freshness import bronze_freshness
-from eos_assets.lib.limits import Limits
 from eos_assets.lib.malformed import malformed_rate
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets.settings import read_limits
 
 OFFSETS_CONTIGUOUS = "offsets_contiguous"
 MALFORMED_RATE = "malformed_rate_below_threshold"
@@ -101,7 +101,7 @@ def malformed_rate_below_threshold(lake: LakeResource) -> dg.AssetCheckResult:
     def body(uri: str) -> dg.AssetCheckResult:
         log = read_ingest_log(delta_io.load(uri, lake.storage_options))
         errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
-        report = malformed_rate(log, errors, Limits.from_env().malformed_max_rate)
+        report = malformed_rate(log, errors, read_limits().malformed_max_rate)
         return _result(report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN)
 
     return _guarded(lake, dg.AssetCheckSeverity.WARN, body)
@@ -123,7 +123,7 @@ def fresh_within_max_age(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCh
             kafka.topics,
             uri,
             dt,
-            Limits.from_env().freshness_max_age_s,
+            read_limits().freshness_max_age_s,
             lake.storage_options,
         )
         return _result(report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN)
@@ -145,7 +145,7 @@ def matches_kafka_log(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheck
     def body(uri: str) -> dg.AssetCheckResult:
         columns = ["topic", "partition", "offset", "key", "value"]
         bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
-        budget = Limits.from_env().audit_budget_s
+        budget = read_limits().audit_budget_s
         report = audit_bronze(
             kafka.client_config(), kafka.topics, uri, bronze, budget, lake.storage_options
         )

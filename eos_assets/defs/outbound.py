@@ -17,11 +17,10 @@ from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
 from eos_assets.lib import alert_ledger, outbound_publish
 from eos_assets.lib.alert_notify import notify, stuck
-from eos_assets.lib.alerts import AlertPolicy
 from eos_assets.lib.errors import EosError
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets.settings import Settings
+from eos_assets.settings import Settings, read_agg_out_max_behind, read_alert_policy
 
 AGG_OUT = dg.AssetKey(["outbound", "agg_out"])
 KPI_ALERTS = dg.AssetKey(["outbound", "kpi_alerts"])
@@ -105,7 +104,7 @@ def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     are recorded as PENDING and nothing is delivered.
     """
     url = Settings.from_env().alert_url
-    policy = run_or_fail(AlertPolicy.from_env)
+    policy = run_or_fail(read_alert_policy)
     outcome = run_or_fail(
         lambda: notify(
             lake.table_uri(*KPI_WINDOW.path),
@@ -152,7 +151,7 @@ def caught_up_with_window_aggregates(
     """Warn when window revisions wait too long to reach Kafka."""
     topic = Settings.from_env().agg_out_topic
     try:
-        limit = outbound_publish.max_behind()
+        limit = read_agg_out_max_behind()
         lag = outbound_publish.lag(
             lake.table_uri(*WINDOW_AGGREGATES.path),
             kafka.client_config(),
@@ -185,7 +184,7 @@ def no_alert_stuck_in_flight(lake: LakeResource) -> dg.AssetCheckResult:
     """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""
     uri = lake.table_uri(*KPI_ALERTS.path)
     try:
-        policy = AlertPolicy.from_env()
+        policy = read_alert_policy()
         states = alert_ledger.read_states(uri, lake.storage_options)
     except (EosError, OSError, TableNotFoundError) as exc:
         return _warn(False, f"cannot read the alert ledger at {uri}: {exc}", {})

@@ -25,6 +25,7 @@ from eos_assets.lib.ranges import ACCEPT_LOSS, loss_summary
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import quick_start_run_config
+from eos_assets.settings import read_limits
 
 LAG_SENSOR = "ingest_on_kafka_lag"
 # Seconds between ticks: how long new records can wait before the sensor sees them.
@@ -137,7 +138,7 @@ def ingest_on_kafka_lag(
     Raises:
         BrokerError: Kafka is unreachable (the tick fails with one line).
     """
-    limits = Limits.from_env()
+    limits = read_limits()
     now = time.time()
     client = kafka.client_config()
     try:

@@ -9,13 +9,11 @@ same rule never raises one twice. The ``alert_id`` is the idempotency key of its
 """
 
 import hashlib
-import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.windows import micros_of
 
 
@@ -42,7 +40,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class AlertPolicy:
-    """Rules and delivery of KPI alerts; every field has an ``EOS_ALERT_<FIELD NAME>`` variable.
+    """Rules and delivery of KPI alerts; every field has an ``EOS_ALERT_<FIELD NAME>`` variable
+    (``settings.read_alert_policy``).
 
     Attributes:
         revenue_min: alert when a final window's revenue (per currency) is below this.
@@ -59,32 +58,6 @@ class AlertPolicy:
     backoff_s: float = 1.0
     timeout_s: float = 10.0
     stuck_after_s: float = 900.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertPolicy":
-        """Read the policy from ``env`` (default: the process environment).
-
-        Raises:
-            ConfigError: a variable is not a number (or not a positive one where required).
-        """
-        env = os.environ if env is None else env
-        values: dict[str, float | int] = {}
-        for f in fields(cls):
-            name = f"EOS_ALERT_{f.name.upper()}"
-            raw = env.get(name)
-            if not raw:
-                continue
-            kind = int if f.name == "max_attempts" else float
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise ConfigError(
-                    f"{name}={raw!r} is not a {kind.__name__}: fix or unset it"
-                ) from None
-            if value <= 0 and f.name not in ("revenue_min", "cancellation_rate_max"):
-                raise ConfigError(f"{name}={raw!r} must be positive: fix or unset it")
-            values[f.name] = value
-        return cls(**values)  # type: ignore[arg-type]
 
     def rules(self) -> list[Rule]:
         """The rules that are switched on (a threshold is set)."""

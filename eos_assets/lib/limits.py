@@ -1,14 +1,8 @@
-"""Thresholds of the checks and of the lag sensor, read from ``EOS_*`` environment variables.
+"""Thresholds of the checks and of the lag sensor (``settings.read_limits`` reads them from
+``EOS_*`` variables when a check or a sensor tick runs, so a change takes effect at the next
+evaluation without reloading the code location)."""
 
-They are read when a check or a sensor tick runs, so changing one takes effect at the next
-evaluation without reloading the code location.
-"""
-
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-
-from eos_assets.lib.errors import ConfigError
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -37,29 +31,3 @@ class Limits:
     lag_stop_after_s: float = 900.0
     lag_window: int = 10
     audit_budget_s: float = 300.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Limits":
-        """Read the limits from ``env`` (default: the process environment).
-
-        Raises:
-            ConfigError: a variable is not a positive number.
-        """
-        env = os.environ if env is None else env
-        values: dict[str, float | int] = {}
-        for f in fields(cls):
-            name = f"EOS_{f.name.upper()}"
-            raw = env.get(name)
-            if not raw:
-                continue
-            kind = int if f.type in (int, "int") else float
-            try:
-                value = kind(raw)
-            except ValueError:
-                value = -1
-            if value <= 0:
-                raise ConfigError(
-                    f"{name}={raw!r} is not a positive {kind.__name__}: fix or unset it"
-                )
-            values[f.name] = value
-        return cls(**values)  # type: ignore[arg-type]

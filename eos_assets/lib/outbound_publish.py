@@ -18,7 +18,6 @@ is published once.
 import contextlib
 import hashlib
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos_assets.lib import delta_io, faults, outbound_changes, outbound_position
-from eos_assets.lib.errors import BrokerError, ConfigError
+from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.outbound_position import Position, Session
 
 BEFORE_SEND = "agg_out_before_send"
@@ -193,15 +192,3 @@ def lag(
     published = outbound_position.scan(records, publisher_id(topic, table_uri)).version
     first = 0 if published is None else published + 1
     return Lag(published, current, outbound_changes.data_versions(table_uri, first, current))
-
-
-def max_behind(env: Mapping[str, str] | None = None) -> int:
-    """``EOS_AGG_OUT_MAX_BEHIND``: data-changing versions the publisher may lag (default 5).
-
-    Raises:
-        ConfigError: it is not a whole number >= 0.
-    """
-    raw = (os.environ if env is None else env).get("EOS_AGG_OUT_MAX_BEHIND") or "5"
-    if not raw.isdigit():
-        raise ConfigError(f"EOS_AGG_OUT_MAX_BEHIND={raw!r} is not a whole number: fix or unset it")
-    return int(raw)

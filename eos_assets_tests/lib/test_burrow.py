@@ -14,6 +14,7 @@ from eos_assets.lib.burrow import (
 )
 from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.limits import Limits
+from eos_assets.settings import read_limits
 
 
 def window(*points: tuple[int, int], every: float = 30.0) -> list[Sample]:
@@ -102,13 +103,13 @@ def test_run_key_depends_only_on_the_planned_ranges() -> None:
 
 
 def test_limits_from_env() -> None:
-    limits = Limits.from_env({"EOS_LAG_MAX_RECORDS": "5", "EOS_MALFORMED_MAX_RATE": "0.2"})
+    limits = read_limits({"EOS_LAG_MAX_RECORDS": "5", "EOS_MALFORMED_MAX_RATE": "0.2"})
     assert (limits.lag_max_records, limits.malformed_max_rate) == (5, 0.2)
-    assert Limits.from_env({}) == Limits()
+    assert read_limits({}) == Limits()
     with pytest.raises(ConfigError, match=r"^EOS_LAG_WINDOW='-3' is not a positive int"):
-        Limits.from_env({"EOS_LAG_WINDOW": "-3"})
+        read_limits({"EOS_LAG_WINDOW": "-3"})
     with pytest.raises(ConfigError, match="EOS_AUDIT_BUDGET_S='soon'"):
-        Limits.from_env({"EOS_AUDIT_BUDGET_S": "soon"})
+        read_limits({"EOS_AUDIT_BUDGET_S": "soon"})
 
 
 def test_spans_compress_offsets() -> None:

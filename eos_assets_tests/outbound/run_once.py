@@ -14,9 +14,9 @@ import sys
 from dataclasses import asdict
 
 from eos_assets.lib.alert_notify import notify
-from eos_assets.lib.alerts import AlertPolicy
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound_publish import publish_windows
+from eos_assets.settings import read_alert_policy
 
 FAILED = 3
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 config["transaction.timeout.ms"] = str(args.transaction_timeout_ms)
             result = asdict(publish_windows(args.table, config, args.topic, 3, args.max_records))
         else:
-            policy = AlertPolicy.from_env()
+            policy = read_alert_policy()
             result = asdict(notify(args.kpi, args.windows, args.ledger, args.url, policy))
     except EosError as exc:
         print("EOS_OUTCOME " + json.dumps({"ok": False, "error": str(exc)}), flush=True)
