@@ -4,6 +4,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from eos_assets.lib import broker
 from eos_assets.lib.alerts import AlertPolicy
@@ -117,22 +118,7 @@ def read_limits(env: Mapping[str, str] | None = None) -> Limits:
     Raises:
         ConfigError: a variable is not a positive number.
     """
-    env = os.environ if env is None else env
-    values: dict[str, float | int] = {}
-    for f in fields(Limits):
-        name = f"EOS_{f.name.upper()}"
-        raw = env.get(name)
-        if not raw:
-            continue
-        kind = int if f.type in (int, "int") else float
-        try:
-            value = kind(raw)
-        except ValueError:
-            value = -1
-        if value <= 0:
-            raise ConfigError(f"{name}={raw!r} is not a positive {kind.__name__}: fix or unset it")
-        values[f.name] = value
-    return Limits(**values)  # type: ignore[arg-type]
+    return Limits(**_numbers(Limits, "EOS_", env))
 
 
 def read_alert_policy(env: Mapping[str, str] | None = None) -> AlertPolicy:
@@ -141,22 +127,32 @@ def read_alert_policy(env: Mapping[str, str] | None = None) -> AlertPolicy:
     Raises:
         ConfigError: a variable is not a number (or not a positive one where required).
     """
+    thresholds = ("revenue_min", "cancellation_rate_max")  # may be zero or negative
+    return AlertPolicy(**_numbers(AlertPolicy, "EOS_ALERT_", env, any_sign=thresholds))
+
+
+def _numbers(
+    kind: type, prefix: str, env: Mapping[str, str] | None, any_sign: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The fields of dataclass ``kind`` set by ``<prefix><FIELD NAME>`` variables."""
     env = os.environ if env is None else env
-    values: dict[str, float | int] = {}
-    for f in fields(AlertPolicy):
-        name = f"EOS_ALERT_{f.name.upper()}"
+    values: dict[str, Any] = {}
+    for f in fields(kind):
+        name = f"{prefix}{f.name.upper()}"
         raw = env.get(name)
         if not raw:
             continue
-        kind = int if f.name == "max_attempts" else float
+        parse = int if f.type in (int, "int") else float
         try:
-            value = kind(raw)
+            value = parse(raw)
         except ValueError:
-            raise ConfigError(f"{name}={raw!r} is not a {kind.__name__}: fix or unset it") from None
-        if value <= 0 and f.name not in ("revenue_min", "cancellation_rate_max"):
-            raise ConfigError(f"{name}={raw!r} must be positive: fix or unset it")
+            raise ConfigError(
+                f"{name}={raw!r} is not a {parse.__name__}: fix or unset it"
+            ) from None
+        if value <= 0 and f.name not in any_sign:
+            raise ConfigError(f"{name}={raw!r} is not a positive {parse.__name__}: fix or unset it")
         values[f.name] = value
-    return AlertPolicy(**values)  # type: ignore[arg-type]
+    return values
 
 
 def read_agg_out_max_behind(env: Mapping[str, str] | None = None) -> int:

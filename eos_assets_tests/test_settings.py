@@ -7,11 +7,17 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
+from eos_assets.lib.alerts import AlertPolicy
 from eos_assets.lib.errors import ConfigError, SparkServerError
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.spark import LocalSparkResource, quick_start_run_config, spark_session
-from eos_assets.settings import Settings, kafka_client_properties
+from eos_assets.settings import (
+    Settings,
+    kafka_client_properties,
+    read_agg_out_max_behind,
+    read_alert_policy,
+)
 
 
 def test_defaults_follow_the_contract() -> None:
@@ -125,3 +131,19 @@ def test_the_definitions_load_with_a_local_spark_server_that_is_not_running(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "LocalSparkResource"
+
+
+def test_alert_policy_and_publisher_lag_come_from_the_settings() -> None:
+    policy = read_alert_policy({"EOS_ALERT_REVENUE_MIN": "-5", "EOS_ALERT_MAX_ATTEMPTS": "3"})
+    assert (policy.revenue_min, policy.max_attempts, policy.timeout_s) == (-5.0, 3, 10.0)
+    assert read_alert_policy({}) == AlertPolicy()
+    with pytest.raises(ConfigError, match=r"^EOS_ALERT_MAX_ATTEMPTS='0' is not a positive int"):
+        read_alert_policy({"EOS_ALERT_MAX_ATTEMPTS": "0"})
+    with pytest.raises(ConfigError, match=r"^EOS_ALERT_TIMEOUT_S='soon' is not a float"):
+        read_alert_policy({"EOS_ALERT_TIMEOUT_S": "soon"})
+    assert (
+        read_agg_out_max_behind({}),
+        read_agg_out_max_behind({"EOS_AGG_OUT_MAX_BEHIND": "0"}),
+    ) == (5, 0)
+    with pytest.raises(ConfigError, match="EOS_AGG_OUT_MAX_BEHIND='-1'"):
+        read_agg_out_max_behind({"EOS_AGG_OUT_MAX_BEHIND": "-1"})
