@@ -17,6 +17,7 @@ from eos_assets.demo import DemoOptions, run_demo
 from eos_assets.lib import broker, spark_cds, spark_server
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.resources.kafka import bootstrap_servers
 from eos_assets.settings import Settings
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -215,7 +216,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if manifest is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         manifest = Path(settings.state_dir) / "manifests" / f"{args.topic}-{stamp}.jsonl"
-    bootstrap = settings.bootstrap()
+    bootstrap = bootstrap_servers(settings)
     # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
     # aborted at once instead of holding readers back until the broker's transaction timeout.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from eos_assets.lib import broker
 from eos_assets.lib.alerts import AlertPolicy
 from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.limits import Limits
@@ -73,16 +72,6 @@ class Settings:
             agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or "agg-out",
             alert_url=env.get("EOS_ALERT_URL") or None,
         )
-
-    def bootstrap(self) -> str:
-        """Return the Kafka bootstrap servers: ``EOS_KAFKA_BOOTSTRAP`` or the embedded broker.
-
-        Raises:
-            BrokerError: neither is set up.
-        """
-        if self.kafka_bootstrap:
-            return self.kafka_bootstrap
-        return broker.embedded_bootstrap(Path(self.state_dir))
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""

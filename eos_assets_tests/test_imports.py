@@ -97,3 +97,23 @@ def test_the_checker_finds_a_cycle() -> None:
     assert cycles(edges) == [["a", "b", "c"]]
     graph = import_graph()
     assert "eos_assets.lib.spark_env" in graph["eos_assets.lib.spark_cds_record"]
+
+
+# The embedded broker, the demo producer and its events, the manifests: tools, not the core.
+DEVKIT = {
+    "eos_assets.lib.broker",
+    "eos_assets.lib.producer",
+    "eos_assets.lib.events",
+    "eos_assets.lib.manifest",
+}
+
+
+def test_the_settings_contract_imports_nothing_of_the_devkit() -> None:
+    graph = import_graph()
+    seen, todo = set(), ["eos_assets.settings"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    assert not seen & DEVKIT, sorted(seen & DEVKIT)

@@ -1,8 +1,11 @@
 """Kafka client settings as a Dagster resource."""
 
+from pathlib import Path
+
 import dagster as dg
 from pydantic import Field
 
+from eos_assets.lib import broker
 from eos_assets.settings import Settings
 
 
@@ -35,7 +38,7 @@ class KafkaResource(dg.ConfigurableResource):
         """librdkafka properties for every client the product creates."""
         settings = Settings.from_env()
         config = dict(settings.kafka_client)
-        config["bootstrap.servers"] = self.bootstrap_servers or settings.bootstrap()
+        config["bootstrap.servers"] = self.bootstrap_servers or bootstrap_servers(settings)
         for key, value in {
             "security.protocol": self.security_protocol,
             "sasl.mechanism": self.sasl_mechanism,
@@ -45,3 +48,14 @@ class KafkaResource(dg.ConfigurableResource):
             if value:
                 config[key] = value
         return config
+
+
+def bootstrap_servers(settings: Settings) -> str:
+    """The Kafka bootstrap servers: ``EOS_KAFKA_BOOTSTRAP``, or the embedded broker's address.
+
+    Raises:
+        BrokerError: neither is set up.
+    """
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    return broker.embedded_bootstrap(Path(settings.state_dir))

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 from eos_assets.lib import broker
 from eos_assets.lib.broker import BrokerInfo
 from eos_assets.lib.errors import BrokerError
+from eos_assets.resources.kafka import bootstrap_servers
 from eos_assets.settings import Settings
 
 
@@ -52,8 +53,8 @@ def test_up_status_down_through_the_state_dir(state_dir: Path) -> None:
     assert broker.broker_status(state_dir) == info
     assert broker.up(state_dir) == info  # idempotent: the running broker, not a second one
     assert broker.embedded_bootstrap(state_dir) == info.bootstrap
-    assert Settings(state_dir=str(state_dir)).bootstrap() == info.bootstrap
-    assert Settings(kafka_bootstrap="kafka:9092", state_dir=str(state_dir)).bootstrap() == (
+    assert bootstrap_servers(Settings(state_dir=str(state_dir))) == info.bootstrap
+    assert bootstrap_servers(Settings(kafka_bootstrap="kafka:9092", state_dir=str(state_dir))) == (
         "kafka:9092"
     )
     broker.ensure_topic(info.bootstrap, "kept", 2)
