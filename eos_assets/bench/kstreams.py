@@ -113,11 +113,21 @@ def _command(
     return command, output
 
 
+def _cause(output: str) -> str:
+    """The root cause in a Java stack trace: its last "Caused by", else its first exception
+    (the stream thread's, printed before main's "Kafka Streams stopped"), else its last line."""
+    lines = [line.strip() for line in output.strip().splitlines()] or ["(no output)"]
+    caused = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by:")]
+    thrown = [line for line in lines if "Exception" in line and not line.startswith("at ")]
+    if caused:
+        return caused[-1]
+    return thrown[0] if thrown else lines[-1]
+
+
 def _result(guarantee: str, output: str, code: int, stdout: str, stderr: str) -> StreamsRun:
     lines = stdout.strip().splitlines()
     if code != 0 or not lines or not lines[-1].startswith("{"):
-        tail = (stderr.strip() or stdout.strip() or "(no output)").splitlines()
-        raise EosError(f"the Kafka Streams peer ({guarantee}) failed: {tail[-1]}")
+        raise EosError(f"the Kafka Streams peer ({guarantee}) failed: {_cause(stderr or stdout)}")
     result = json.loads(lines[-1])
     return StreamsRun(
         guarantee, result["records"], result["seconds"], result["dropped"], output,
@@ -163,18 +173,15 @@ class LivePeer:
         """Block until Kafka Streams reports RUNNING.
 
         Raises:
-            EosError: the program ended or did not get there in time (its last line).
+            EosError: the program ended or did not get there in time (the cause it printed).
         """
         deadline = time.monotonic() + timeout_s
         while "running" not in self.stdout.read_text(errors="replace").split():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
                 self.process.wait()
-                tail = self.stderr.read_text(errors="replace").strip() or "(no output)"
-                raise EosError(
-                    f"the Kafka Streams peer ({self.guarantee}) did not start: "
-                    + tail.splitlines()[-1]
-                )
+                cause = _cause(self.stderr.read_text(errors="replace"))
+                raise EosError(f"the Kafka Streams peer ({self.guarantee}) did not start: {cause}")
             time.sleep(0.2)
 
     def finish(self, timeout_s: float = 900.0) -> StreamsRun:

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -25,6 +26,7 @@ from eos_assets.bench.peer_latency import (
     input_windows,
     ranked,
 )
+from eos_assets.bench.stream import MEAN_GAP
 from eos_assets.lib import broker
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.kafka_offsets import partition_bounds
@@ -42,13 +44,19 @@ def new_topic(bootstrap: str, client: Mapping[str, str], partitions: int, name: 
 def produce_steady(bootstrap: str, topic: str, count: int, rate: float, work: Path) -> float:
     """Send ``count`` valid events at ``rate``/s with ``eos-assets produce``; its seconds.
 
+    The event clock (``MEAN_GAP`` per event, far faster than the wall clock at bench rates)
+    starts early enough to end before now: Kafka Streams writes event times into its
+    repartition topic, and the broker refuses timestamps more than an hour ahead of its clock
+    (``log.message.timestamp.after.max.ms``).
+
     Raises:
         EosError: the producer failed (its last lines).
     """
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "EOS_KAFKA_BOOTSTRAP": bootstrap, "EOS_STATE_DIR": str(work / "state")}
+    start = datetime.now(UTC) - MEAN_GAP * count - timedelta(minutes=10)
     command = [str(Path(sys.executable).with_name("eos-assets")), "produce", "--topic", topic]
-    command += ["--count", str(count), "--rate", str(rate)]
+    command += ["--count", str(count), "--rate", str(rate), "--start-time", start.isoformat()]
     command += ["--manifest", str(work / f"{topic}.jsonl")]
     began = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
