@@ -119,3 +119,18 @@ def test_window_diff_tells_windows_missing_at_the_end() -> None:
     diff = compare.window_diff(gold, {(0, "order_paid", "EUR"): 1})
     assert (diff.only_gold, diff.missing_at_end) == (2, 2)
     assert compare.window_diff(gold, {}).missing_at_end == 3
+
+
+def test_a_failed_kafka_streams_peer_names_its_root_cause() -> None:
+    trace = "\n".join([
+        "ERROR stream-thread [x] Error encountered sending record to topic t-repartition",
+        "org.apache.kafka.streams.errors.StreamsException: Error encountered sending record",
+        "\tat org.apache.kafka.streams.processor.internals.RecordCollectorImpl.send(R.java:1)",
+        "Caused by: org.apache.kafka.common.errors.InvalidTimestampException: too far ahead",
+        "\t... 17 more",
+        'Exception in thread "main" java.lang.IllegalStateException: Kafka Streams stopped: ERROR',
+        "\tat WindowCountPeer.main(WindowCountPeer.java:165)",
+    ])  # fmt: skip
+    cause = kstreams._cause(trace)
+    assert cause == "org.apache.kafka.common.errors.InvalidTimestampException: too far ahead"
+    assert kstreams._cause("just one line") == "just one line"
