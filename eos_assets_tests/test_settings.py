@@ -147,3 +147,36 @@ def test_alert_policy_and_publisher_lag_come_from_the_settings() -> None:
     ) == (5, 0)
     with pytest.raises(ConfigError, match="EOS_AGG_OUT_MAX_BEHIND='-1'"):
         read_agg_out_max_behind({"EOS_AGG_OUT_MAX_BEHIND": "-1"})
+
+
+def test_missing_delta_jars_load_the_definitions_and_fail_a_run_with_one_line(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "EOS_JARS_DIR": str(tmp_path / "jars"),  # empty: nothing was installed there
+        "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",  # not reached: Spark is asked for first
+        "EOS_LAKE_ROOT": str(tmp_path / "lake"),
+    }
+    env.pop("EOS_SPARK_CONNECT", None)
+    code = "\n".join(
+        [
+            "import dagster as dg",
+            "from eos_assets.definitions import defs",
+            "print(type(defs.resources['pyspark']).__name__)",
+            "job = defs.resolve_implicit_global_asset_job_def()",
+            "result = job.execute_in_process(",
+            "    asset_selection=[dg.AssetKey(['bronze', 'raw_events'])],",
+            "    instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)",
+            "failure = result.failure_data_for_node('bronze__raw_events')",
+            "print(failure.user_failure_data.description)",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    kind, line = done.stdout.strip().splitlines()[-2:]
+    assert kind == "MissingPartsResource"
+    assert line.startswith("the delta jars are missing in ") and "run `make install`" in line
+    assert not (tmp_path / "lake").exists()

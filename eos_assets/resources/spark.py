@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import spark_server
+from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.java import require_java
 from eos_assets.lib.spark_env import QUICK_START_JIT, spark_config, use_this_python
 from eos_assets.lib.spark_modes import bound_retries
@@ -45,6 +46,22 @@ class LocalSparkResource(LazyPySparkResource):
         return self._session
 
 
+class MissingPartsResource(LazyPySparkResource):
+    """The in-process session when a part it needs (Delta's jars) is missing: the definitions
+    load, and a run that asks for Spark fails with the one line saying what to do."""
+
+    problem: str = Field(description="What is missing and how to install it.")
+
+    @property
+    def spark_session(self) -> Any:
+        """Never a session.
+
+        Raises:
+            ConfigError: always, with the problem.
+        """
+        raise ConfigError(self.problem)
+
+
 def spark_resource(settings: Settings) -> LazyPySparkResource:
     """A lazily started session: a Spark Connect one when the settings name a server, else an
     in-process one with the master from the settings, UTC and Arrow on."""
@@ -56,7 +73,10 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
     if settings.spark_connect is not None:
         # Every other setting is the server's: Delta, UTC, Arrow and cores are set there.
         return LazyPySparkResource(spark_config={REMOTE: settings.spark_connect})
-    return LazyPySparkResource(spark_config=spark_config(settings.spark_master))
+    try:
+        return LazyPySparkResource(spark_config=spark_config(settings.spark_master))
+    except ConfigError as exc:
+        return MissingPartsResource(spark_config={}, problem=str(exc))
 
 
 def is_connect_resource(resource: LazyPySparkResource) -> bool:
