@@ -13,9 +13,10 @@ import dagster as dg
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.gold import WINDOW_AGGREGATES
 from eos_assets.defs.silver import EVENTS, ORDER_STATE
-from eos_assets.lib import broker, warehouse_file
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
+from eos_assets.lib import warehouse_file
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
 from eos_assets.settings import Settings
 
 

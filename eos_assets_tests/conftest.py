@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.settings import Settings
 
 # (partition, offset, key, value) of one record read back.

@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import (
     entity_state,
     kpi_daily,
@@ -26,7 +27,6 @@ from eos_assets.lib import (
     windows,
 )
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
-from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.lib.spark_env import spark_config, use_this_python
 from eos_assets_tests.graph import ORDERS_ENTITY
 

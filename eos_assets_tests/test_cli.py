@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from eos_assets.cli import main
-from eos_assets.lib import broker
-from eos_assets.lib.producer import read_manifest, summary_path
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import read_manifest, summary_path
 
 
 @pytest.fixture

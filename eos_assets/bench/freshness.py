@@ -37,7 +37,7 @@ from eos_assets.bench.runs import (
 )
 from eos_assets.bench.stream import PARTITIONS
 from eos_assets.bench.visibility import Latencies, Poller, latencies
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.lib.errors import EosError
 
 P95_TARGET_S = 20.0

@@ -19,7 +19,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from eos_assets.bench.compare import WindowKey
-from eos_assets.lib import broker, jars
+from eos_assets.devkit import broker
+from eos_assets.lib import jars
 from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.lib.java import require_java
 from eos_assets.lib.kafka_offsets import partition_bounds

@@ -27,7 +27,7 @@ from eos_assets.bench.peer_latency import (
     ranked,
 )
 from eos_assets.bench.stream import MEAN_GAP
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.kafka_offsets import partition_bounds
 

@@ -16,7 +16,7 @@ from eos_assets.bench.machine import machine_info
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import PARTITIONS, Stream, bench_kafka
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 
 
 def run_bench(options: BenchOptions) -> BenchReport:

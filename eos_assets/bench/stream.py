@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from eos_assets.lib import broker
-from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.settings import Settings
 
 START = datetime(2026, 11, 21, tzinfo=UTC)

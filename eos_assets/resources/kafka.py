@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.settings import Settings
 
 

@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs import checks
 from eos_assets.defs.bronze import RAW_EVENTS, raw_events
-from eos_assets.lib import broker, delta_io
+from eos_assets.devkit import broker
+from eos_assets.lib import delta_io
 from eos_assets.lib.audit import spans
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.spark_env import spark_config

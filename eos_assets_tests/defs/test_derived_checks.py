@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from eos_assets.defs import derived_checks
 from eos_assets.defs.gold import WINDOW_AGGREGATES, window_aggregates
 from eos_assets.defs.silver import EVENTS, events
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import delta_io
-from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests import graph

@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.schedules import TABLES, maintenance_job
 from eos_assets.defs.silver import EVENTS
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import delta_io
-from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests import graph
 from eos_assets_tests.oracle import expected

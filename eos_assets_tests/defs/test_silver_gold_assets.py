@@ -14,7 +14,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets_tests import graph
 from eos_assets_tests.oracle import expected
 

@@ -32,8 +32,8 @@ from eos_assets.defs.gold import (
     window_aggregates,
 )
 from eos_assets.defs.silver import EVENTS, events
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults, kpi, silver_events
-from eos_assets.lib.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib.window_aggregates import AFTER_LATE_EVENTS
 from eos_assets.lib.windows import APP as WINDOWS_APP
 from eos_assets.resources.lake import LakeResource

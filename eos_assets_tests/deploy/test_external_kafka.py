@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.settings import Settings
 from eos_assets_tests.conftest import ReadRecord

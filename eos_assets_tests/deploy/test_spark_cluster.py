@@ -14,8 +14,8 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import broker
-from eos_assets.lib.producer import ProduceOptions, produce
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets_tests import graph
 from eos_assets_tests.deploy import lake_compare
 from eos_assets_tests.deploy.processes import get_json, start, stop, tail

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from eos_assets.lib.producer import ProduceOptions, ProduceSummary, produce, read_manifest
+from eos_assets.devkit.producer import ProduceOptions, ProduceSummary, produce, read_manifest
 from eos_assets_tests.faults.harness import Ledger, stop_stragglers
 
 _LEDGER = pytest.StashKey[Ledger]()

@@ -11,7 +11,8 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import broker, faults
+from eos_assets.devkit import broker
+from eos_assets.lib import faults
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets_tests.faults.harness import (

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
+from eos_assets.devkit.producer import read_manifest
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.lag import measure_lag
-from eos_assets.lib.producer import read_manifest
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.defs.test_sensors import Ticker, observed, skip_reason

@@ -24,8 +24,8 @@ from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.outbound import KPI_ALERTS, kpi_alerts
 from eos_assets.defs.schedules import TABLES as MAINTAINED
 from eos_assets.defs.schedules import Z_ORDER
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import maintenance
-from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests import graph
 

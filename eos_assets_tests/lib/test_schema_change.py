@@ -16,7 +16,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs import checks
-from eos_assets.lib import broker, delta_io
+from eos_assets.devkit import broker
+from eos_assets.lib import delta_io
 from eos_assets.lib.contract import Malformed, error_code
 from eos_assets.lib.delta_tables import read_rows
 from eos_assets.lib.ingest import ingest_bronze

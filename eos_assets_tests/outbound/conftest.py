@@ -18,9 +18,9 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.bronze import raw_events
 from eos_assets.defs.gold import KPI_WINDOW, WINDOW_AGGREGATES, kpi_window, window_aggregates
 from eos_assets.defs.silver import events
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.producer import ProduceOptions, produce
 from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
 from eos_assets_tests import graph
 from eos_assets_tests.faults.harness import REPO, STARTED, Ledger, Run, fault_env, finish

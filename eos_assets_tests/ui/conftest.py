@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_assets.lib import broker
+from eos_assets.devkit import broker
 from eos_assets.lib.ports import port_free
 from eos_assets_tests.lib.test_ingest import batch
 from eos_assets_tests.txn_producer import Sent, send_transaction

@@ -303,7 +303,7 @@ def _write_properties(
         "log.dirs": str(data_dir / "logs"),
         **overrides,
     }
-    lines = ["# Written by eos-assets at every start; edit ONE_NODE in lib/broker.py instead."]
+    lines = ["# Written by eos-assets at every start; edit ONE_NODE in devkit/broker.py instead."]
     lines += [f"{name}={value}" for name, value in properties.items()]
     path.write_text("\n".join(lines) + "\n")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from eos_assets.lib.events import TransactionPlan
+from eos_assets.devkit.events import TransactionPlan
 
 
 @dataclass

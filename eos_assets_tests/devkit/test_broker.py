@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from eos_assets.lib import broker
-from eos_assets.lib.broker import BrokerInfo
+from eos_assets.devkit import broker
+from eos_assets.devkit.broker import BrokerInfo
 from eos_assets.lib.errors import BrokerError
 from eos_assets.resources.kafka import bootstrap_servers
 from eos_assets.settings import Settings
@@ -151,7 +151,7 @@ def test_stop_escalates_to_sigkill_only_after_the_timeout(
     try:
         time.sleep(0.3)  # let it install the handler
         began = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="eos_assets.lib.broker"):
+        with caplog.at_level(logging.WARNING, logger="eos_assets.devkit.broker"):
             broker.stop_broker(BrokerInfo("127.0.0.1:1", proc.pid, ""), timeout=0.5)
         assert time.monotonic() - began >= 0.5
         assert proc.wait(5) == -9

@@ -15,15 +15,15 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from eos_assets.lib.contract import EVENT_TYPES, Malformed
-from eos_assets.lib.errors import BrokerError, ConfigError
-from eos_assets.lib.producer import (
+from eos_assets.devkit.producer import (
     ProduceOptions,
     ProduceSummary,
     produce,
     read_manifest,
     summary_path,
 )
+from eos_assets.lib.contract import EVENT_TYPES, Malformed
+from eos_assets.lib.errors import BrokerError, ConfigError
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 LATE_BY = timedelta(minutes=30)

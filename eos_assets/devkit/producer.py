@@ -14,10 +14,10 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from eos_assets.devkit.events import Mix, TransactionPlan, plan_transactions
+from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
-from eos_assets.lib.events import Mix, TransactionPlan, plan_transactions
 from eos_assets.lib.kafka_admin import check_reachable, ensure_topic
-from eos_assets.lib.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
