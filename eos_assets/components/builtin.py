@@ -149,12 +149,12 @@ def definitions(stream: StreamModel) -> dg.Definitions:
             jobs.freshness_job,
             jobs.audit_job,
             jobs.outbound_job,
-            schedules.maintenance_job,
+            jobs.maintenance_job,
         ],
-        sensors=[sensors.ingest_on_kafka_lag, automation.downstream_sensor],
+        sensors=[sensors.ingest_on_kafka_lag, sensors.downstream_sensor],
         schedules=[
-            automation.freshness_schedule,
-            automation.audit_schedule,
+            schedules.freshness_schedule,
+            schedules.audit_schedule,
             schedules.maintenance_schedule,
         ],
     )

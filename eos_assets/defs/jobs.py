@@ -4,6 +4,7 @@ import dagster as dg
 
 from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.checks import FRESHNESS_KEY, KAFKA_AUDIT_KEY, SCHEDULED_CHECKS
+from eos_assets.defs.maintenance import maintain_tables
 
 ingest_job = dg.define_asset_job(
     "ingest_kafka_to_bronze",
@@ -53,3 +54,9 @@ outbound_job = dg.define_asset_job(
     description="Publish new window revisions to Kafka (exactly once) and deliver KPI alerts "
     "over HTTP (idempotency key, ledger), with their checks.",
 )
+
+
+@dg.job(name="maintain_delta_tables", tags={"dagster/pool": "eos_maintenance"})
+def maintenance_job() -> None:
+    """Compact small files, vacuum orphaned files and checkpoint the log of every table."""
+    maintain_tables()

@@ -1,4 +1,7 @@
-"""The consumer-lag sensor: watches how far bronze is behind Kafka and launches the ingest.
+"""Every sensor: the consumer-lag sensor, and the automation sensor that has silver and gold
+follow bronze (``automation.py`` holds its conditions).
+
+The consumer-lag sensor watches how far bronze is behind Kafka and launches the ingest.
 
 Lag comes from the Delta table's ``txn`` positions (the source of truth) and the partitions'
 last stable offsets, never from Kafka group offsets. Each tick records it as an observation of
@@ -226,3 +229,13 @@ def ingest_on_kafka_lag(
         )
     context.log.info(f"launching {stream_job.name}: {reason}")
     return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)
+
+
+downstream_sensor = dg.AutomationConditionSensorDefinition(
+    "follow_bronze_downstream",
+    target=dg.AssetSelection.assets(RAW_EVENTS).downstream(include_self=False),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Materializes silver and gold after bronze changes, once the blocking checks "
+    "upstream passed.",
+)

@@ -13,7 +13,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.schedules import TABLES, maintenance_job
+from eos_assets.defs.jobs import maintenance_job
+from eos_assets.defs.maintenance import TABLES
 from eos_assets.defs.silver import EVENTS
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import delta_io

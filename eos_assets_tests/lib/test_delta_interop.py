@@ -21,9 +21,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.maintenance import TABLES as MAINTAINED
+from eos_assets.defs.maintenance import Z_ORDER
 from eos_assets.defs.outbound import KPI_ALERTS, kpi_alerts
-from eos_assets.defs.schedules import TABLES as MAINTAINED
-from eos_assets.defs.schedules import Z_ORDER
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import maintenance
 from eos_assets.resources.lake import LakeResource
