@@ -60,7 +60,7 @@ def _label(v: float, unit: str) -> str:
 def _title(ax: Any, panel: str) -> None:
     title, unit, better = PANELS[panel]
     arrow = "->" if better.startswith("higher") else "<-"
-    ax.set_title(f"{title}  ({unit}, {better} {arrow})", loc="left", fontsize=10)
+    ax.set_title(f"{title}\n({unit}, {better} {arrow})", loc="left", fontsize=10)
     ax.set_xlabel(unit)
     ax.margins(x=0.25)
 
