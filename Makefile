@@ -108,8 +108,9 @@ ui: spark-archive
 	$(BIN)/dagster dev -w workspace.yaml -p $${DAGSTER_PORT:-3000}
 
 # Speed against this machine's own ceiling, in one run (BENCHMARKS.md); results in bench-results/.
+# `make bench BENCH_ARGS=--peers` adds the peers; any `eos-assets bench` option goes there.
 bench: spark-archive
-	$(BIN)/eos-assets bench
+	$(BIN)/eos-assets bench $(BENCH_ARGS)
 
 broker-up: $(STAMP) jars
 	$(BIN)/eos-assets broker up
