@@ -33,10 +33,18 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+# Set on a Spark Connect session whose server ``server_lost`` found gone.
+_GONE = "_eos_server_gone"
+
+
 def bound_retries(spark: SparkSession) -> SparkSession:
     """Make a Spark Connect session give up on a server that is gone after ``RETRY_POLICY``
-    (seconds, not pyspark's 10 minutes); return it. A classic session is returned as it is."""
-    if is_connect(spark):
+    (seconds, not pyspark's 10 minutes); return it. A classic session is returned as it is.
+
+    A session whose server was already found gone keeps retrying nothing: every later step of
+    the run fails at once with the one line instead of waiting its own ~12 s.
+    """
+    if is_connect(spark) and not getattr(spark, _GONE, False):
         from pyspark.sql.connect.client.retries import DefaultPolicy  # needs grpc: Connect only
 
         spark.client.set_retry_policies([DefaultPolicy(**RETRY_POLICY)])
@@ -64,6 +72,7 @@ def server_lost(spark: SparkSession, exc: BaseException) -> SparkServerError | N
         return None
     for policy in spark.client.get_retry_policies():
         policy.max_retries = 0  # shared with the retry loops under way: they end too
+    setattr(spark, _GONE, True)
     # The client keeps its URL only in its channel builder (``host:port``).
     builder = spark.client._builder
     where = getattr(builder, "endpoint", spark.client.host)

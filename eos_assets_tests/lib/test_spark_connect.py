@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from eos_assets import cli
 from eos_assets.lib import delta_io, faults, spark_server
 from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.ports import free_port
 from eos_assets_tests.faults.ingest_once import FAILED
 from eos_assets_tests.lib.test_ingest import batch, committed_truth, rows
 from eos_assets_tests.txn_producer import Sent, send_transaction
@@ -350,3 +351,31 @@ def test_spark_status_then_down_stops_the_server(
     assert cli.main(["spark", "status"]) == 1
     assert cli.main(["spark", "down"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "not running"
+
+
+LOST_TWICE = """
+import sys
+from pyspark.sql import SparkSession
+from eos_assets.lib.spark_modes import bound_retries, server_lost
+
+spark = bound_retries(SparkSession.builder.remote(sys.argv[1]).getOrCreate())
+try:
+    spark.range(1).collect()
+except Exception as exc:
+    lost = server_lost(spark, exc)
+    print(lost)
+# The next step of the run asks for the session again.
+again = bound_retries(spark)
+print([policy.max_retries for policy in again.client.get_retry_policies()])
+"""
+
+
+def test_once_the_server_is_found_gone_later_steps_retry_nothing(tmp_path: Path) -> None:
+    url = f"sc://127.0.0.1:{free_port()}"  # nobody listens there
+    done = subprocess.run(
+        [sys.executable, "-c", LOST_TWICE, url], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    line, retries = done.stdout.strip().splitlines()[-2:]
+    assert line.startswith(f"the Spark Connect server at {url} stopped answering")
+    assert retries == "[0]"
