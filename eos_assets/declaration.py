@@ -18,10 +18,13 @@ from typing import Any, NoReturn
 
 import dagster as dg
 import duckdb
-from pydantic import ConfigDict, Field
+import yaml
+from pydantic import ConfigDict, Field, ValidationError
 
 from eos_assets.lib.errors import EosError
 
+DECLARATION = "defs.yaml"
+TYPE = "eos_assets.components.EventStream"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -542,3 +545,49 @@ def describe(path: Path, root: Path) -> str:
 def as_timedelta(text: str) -> timedelta:
     """A declared duration as a timedelta."""
     return timedelta(seconds=seconds(text))
+
+
+def read_declaration(path: Path) -> StreamModel:
+    """The stream a declaration file declares, checked on its own (for tools and tests that
+    run one stream's code without loading the definitions).
+
+    Raises:
+        DeclarationError: the declaration is wrong.
+    """
+    model = precheck(path, str(path))
+    check(model, str(path))
+    return model
+
+
+def precheck(path: Path, source: str) -> StreamModel:
+    """Read one declaration file and validate it against the model.
+
+    Raises:
+        DeclarationError: not YAML, another component type, or a field the model refuses.
+    """
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(file)"
+        raise DeclarationError(source, where, "not valid YAML", "fix the syntax") from None
+    if not isinstance(document, dict):
+        raise DeclarationError(source, "(file)", "not a mapping", f"start with type: {TYPE}")
+    if document.get("type") != TYPE:
+        raise DeclarationError(
+            source, "type", f"unknown type {document.get('type')!r}", f"set type: {TYPE}"
+        )
+    try:
+        return StreamModel.model_validate(document.get("attributes") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        fix = _FIXES.get(error["type"], "fix the value")
+        raise DeclarationError(source, field, error["msg"].lower(), fix) from None
+
+
+_FIXES = {
+    "missing": 'add it (README, "Declared streams", lists every field)',
+    "extra_forbidden": "remove it or fix its spelling",
+    "enum": "use one of the values listed",
+}

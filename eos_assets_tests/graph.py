@@ -13,8 +13,8 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 
 import eos_assets.streams
-from eos_assets.components.event_stream import read_declaration
-from eos_assets.components.specs import entity_spec
+from eos_assets.declaration import read_declaration
+from eos_assets.stream_specs import entity_spec
 from eos_assets.defs.bronze import raw_events
 from eos_assets.defs.gold import (
     KPI_DAILY,

@@ -13,8 +13,8 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 import eos_assets.streams
-from eos_assets.components.event_stream import read_declaration
-from eos_assets.components.specs import entity_spec
+from eos_assets.declaration import read_declaration
+from eos_assets.stream_specs import entity_spec
 from eos_assets.defs import bronze, checks, derived_checks, gold, silver
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark_env import spark_config

@@ -20,7 +20,7 @@ earliest are refused when the definitions load, with one line saying so.
 
 import dagster as dg
 
-from eos_assets.components.specs import entity_spec
+from eos_assets.stream_specs import entity_spec
 from eos_assets.declaration import (
     DeclarationError,
     StreamModel,

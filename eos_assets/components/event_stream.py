@@ -11,21 +11,20 @@ from pathlib import Path
 from types import ModuleType
 
 import dagster as dg
-import yaml
-from pydantic import ValidationError
 
 from eos_assets.components import builtin
 from eos_assets.declaration import (
+    DECLARATION,
+    TYPE,
     DeclarationError,
     StreamModel,
     check,
     check_kpis,
     check_together,
     describe,
+    precheck,
 )
 
-DECLARATION = "defs.yaml"
-TYPE = "eos_assets.components.EventStream"
 # The declarations of the definitions being loaded, by file: what check_together compares.
 _LOADED: dict[str, StreamModel] = {}
 
@@ -88,52 +87,6 @@ def load_streams(
     except Exception as exc:  # the component loader wraps what build_defs raised
         raise _declaration_error(exc) from None
     return defs, list(tree.get_all_components(of_type=EventStream))
-
-
-def read_declaration(path: Path) -> StreamModel:
-    """The stream a declaration file declares, checked on its own (for tools and tests that
-    run one stream's code without loading the definitions).
-
-    Raises:
-        DeclarationError: the declaration is wrong.
-    """
-    model = precheck(path, str(path))
-    check(model, str(path))
-    return model
-
-
-def precheck(path: Path, source: str) -> StreamModel:
-    """Read one declaration file and validate it against the model.
-
-    Raises:
-        DeclarationError: not YAML, another component type, or a field the model refuses.
-    """
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(file)"
-        raise DeclarationError(source, where, "not valid YAML", "fix the syntax") from None
-    if not isinstance(document, dict):
-        raise DeclarationError(source, "(file)", "not a mapping", f"start with type: {TYPE}")
-    if document.get("type") != TYPE:
-        raise DeclarationError(
-            source, "type", f"unknown type {document.get('type')!r}", f"set type: {TYPE}"
-        )
-    try:
-        return StreamModel.model_validate(document.get("attributes") or {})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"])
-        fix = _FIXES.get(error["type"], "fix the value")
-        raise DeclarationError(source, field, error["msg"].lower(), fix) from None
-
-
-_FIXES = {
-    "missing": 'add it (README, "Declared streams", lists every field)',
-    "extra_forbidden": "remove it or fix its spelling",
-    "enum": "use one of the values listed",
-}
 
 
 def _declaration_error(exc: Exception) -> Exception:

@@ -6,6 +6,7 @@ from eos_assets.declaration import FieldType, Fold, StreamModel
 from eos_assets.lib.entity_state import EntitySpec
 from eos_assets.lib.entity_state import Fold as FoldSpec
 from eos_assets.lib.schema_time import UTC_MICROS
+from eos_assets.lib.stream_shape import Contract, Measure, PayloadField, WindowShape
 
 ARROW_TYPES = {
     FieldType.STRING: pa.string(),
@@ -46,4 +47,33 @@ def entity_spec(stream: StreamModel) -> EntitySpec | None:
         key=entity.key,
         key_type=ARROW_TYPES[stream.payload[entity.key].type],
         folds=tuple(folds),
+    )
+
+
+def contract(stream: StreamModel) -> Contract:
+    """What a record of the stream must hold, as the bronze parser takes it."""
+    return Contract(
+        id_field=stream.event_id.field,
+        time_field=stream.event_time.field,
+        time_format=str(stream.event_time.format),
+        fields=tuple(
+            PayloadField(
+                name=name,
+                type=str(field.type),
+                required=field.required,
+                values=tuple(field.values) if field.values is not None else None,
+            )
+            for name, field in stream.payload.items()
+        ),
+    )
+
+
+def window_shape(stream: StreamModel) -> WindowShape:
+    """The dimensions and measures of the stream's windows."""
+    return WindowShape(
+        dimensions=tuple(stream.windows.dimensions),
+        measures=tuple(
+            Measure(name=name, agg=str(m.agg), of=m.of)
+            for name, m in stream.windows.measures.items()
+        ),
     )

@@ -1,0 +1,84 @@
+"""The shape of one declared stream, as plain frozen specs the exactly-once code takes.
+
+``lib`` knows no YAML and no stream by name: a declaration (``eos_assets/declaration.py``) is
+turned into these specs by ``components/specs.py``, and every table's code reads the field
+names, types and measures from them. The specs are small frozen dataclasses, so they pickle
+into Spark tasks (classic or Spark Connect) unchanged.
+
+Column layout every stream shares (the payload fields go in the middle, in declared order):
+
+- bronze: ``topic, partition, offset, kafka_timestamp, key, value, event_id, event_time,
+  <payload>, schema_version, error``;
+- the event id and time are read from the declared JSON fields (``Contract.id_field``,
+  ``Contract.time_field``) and land in the columns ``event_id`` and ``event_time`` whatever the
+  JSON calls them.
+"""
+
+from dataclasses import dataclass
+
+# Payload field types (the declaration's ``FieldType`` values).
+STRING, LONG, DOUBLE, BOOLEAN, TIMESTAMP = "string", "long", "double", "boolean", "timestamp"
+FIELD_TYPES = (STRING, LONG, DOUBLE, BOOLEAN, TIMESTAMP)
+# How the event time is written (the declaration's ``TimeFormat`` values).
+ISO8601, EPOCH_MILLIS, EPOCH_SECONDS = "iso8601", "epoch_millis", "epoch_seconds"
+TIME_FORMATS = (ISO8601, EPOCH_MILLIS, EPOCH_SECONDS)
+# Window aggregates (the declaration's ``Aggregate`` values).
+COUNT, COUNT_DISTINCT, SUM, MIN, MAX = "count", "count_distinct", "sum", "min", "max"
+AGGREGATES = (COUNT, COUNT_DISTINCT, SUM, MIN, MAX)
+
+
+@dataclass(frozen=True)
+class PayloadField:
+    """One declared field of the JSON value.
+
+    ``required``: a record without a valid value is malformed. ``values``: for a string, the
+    only values allowed (any other makes the record malformed).
+    """
+
+    name: str
+    type: str
+    required: bool = False
+    values: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a record of the stream must hold: id and time fields, and the payload fields."""
+
+    id_field: str
+    time_field: str
+    time_format: str
+    fields: tuple[PayloadField, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The payload columns, in declared order."""
+        return tuple(f.name for f in self.fields)
+
+    def field(self, name: str) -> PayloadField:
+        """The payload field called ``name``.
+
+        Raises:
+            KeyError: the contract declares no such field.
+        """
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measure of a window: ``agg`` over the payload field ``of`` (none for count)."""
+
+    name: str
+    agg: str
+    of: str | None = None
+
+
+@dataclass(frozen=True)
+class WindowShape:
+    """What each event-time window of the stream groups by and computes."""
+
+    dimensions: tuple[str, ...]
+    measures: tuple[Measure, ...]
