@@ -1,0 +1,13 @@
+"""Declared streams shipped as examples, not loaded by default: one ``<stream>/defs.yaml`` each.
+
+Copy a folder under ``eos_assets/streams/`` (or point a defs folder at it) to load it.
+"""
+
+from pathlib import Path
+
+FOLDER = Path(__file__).parent
+
+
+def declaration(stream: str) -> Path:
+    """The declaration file of an example stream."""
+    return FOLDER / stream / "defs.yaml"
