@@ -18,12 +18,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_io, kafka_tools
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.lib.kafka_offsets import partition_bounds
 from eos_assets.lib.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
 from eos_assets.lib.reader import read_range_to_file, reader_config
-from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.schema import bronze_schema
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,9 @@ def _consume(r: OffsetRange, config: dict[str, str]) -> int:
 def exactly_once(spark: SparkSession, client: Mapping[str, str], topic: str, table: Path) -> Pass:
     """The product's ingest (``lib.ingest.ingest_bronze``, what the bronze asset runs)."""
     began = time.monotonic()
-    outcome = ingest_bronze(spark, str(table), [topic], client, IngestOptions())
+    outcome = ingest_bronze(
+        spark, str(table), [topic], client, IngestOptions(), contract=ORDERS.contract
+    )
     return Pass("eos", outcome.records, time.monotonic() - began)
 
 
@@ -144,15 +147,20 @@ def at_least_once(spark: SparkSession, client: Mapping[str, str], topic: str, ta
     began = time.monotonic()
     uri = str(table)
     ranges = topic_ranges(client, topic, spark.sparkContext.defaultParallelism)
-    dt = delta_io.ensure_table(uri, BRONZE_SCHEMA)
+    schema = bronze_schema(ORDERS.contract)
+    dt = delta_io.ensure_table(uri, schema)
     task = functools.partial(
-        read_range_to_file, config=reader_config(client), table_uri=uri, timeout_s=300.0
+        read_range_to_file,
+        contract=ORDERS.contract,
+        config=reader_config(client),
+        table_uri=uri,
+        timeout_s=300.0,
     )
     files = spark.sparkContext.parallelize(ranges, len(ranges)).map(task).collect()
     actions: list[AddAction | RemoveAction] = [
         delta_io.add_action(f.path, f.size, f.stats) for f in files
     ]
-    dt.create_write_transaction(actions, mode="append", schema=BRONZE_SCHEMA)
+    dt.create_write_transaction(actions, mode="append", schema=schema)
     return Pass("alo", sum(f.records for f in files), time.monotonic() - began)
 
 

@@ -20,6 +20,7 @@ from eos_assets.bench.ingest import topic_ranges
 from eos_assets.bench.lake import BRONZE, DERIVED, BenchLake, start_spark
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.stream import Stream, bench_kafka
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.reader import read_range_to_file, reader_config
 
 TOP = 8
@@ -42,7 +43,7 @@ def run_profile(options: BenchOptions) -> Path:
         scratch.mkdir()
 
         def task() -> None:
-            read_range_to_file(first, reader_config(client), str(scratch), 300.0)
+            read_range_to_file(first, ORDERS.contract, reader_config(client), str(scratch), 300.0)
 
         summary += _profiled(folder, "ingest_task", task)
         summary += _profiled(folder, "bronze", lambda: lake.materialize(BRONZE))

@@ -16,6 +16,20 @@ from datetime import UTC, datetime, timedelta
 from eos_assets.lib.contract import EVENT_TYPES, Malformed
 
 KINDS: tuple[str, ...] = ("valid", "duplicate", "late", "malformed")
+UNKNOWN_EVENT_TYPE, INVALID_AMOUNT = "unknown_event_type", "invalid_amount"
+# Every code an orders record can be malformed with: the generic ones and its payload fields'
+# (event_type has declared values, amount is a required double). The order is the one the
+# seeds have always drawn from, so a seed gives the same records as before.
+CODES: tuple[str, ...] = (
+    Malformed.NULL_VALUE,
+    Malformed.INVALID_UTF8,
+    Malformed.INVALID_JSON,
+    Malformed.NOT_AN_OBJECT,
+    Malformed.MISSING_EVENT_ID,
+    UNKNOWN_EVENT_TYPE,
+    Malformed.INVALID_EVENT_TIME,
+    INVALID_AMOUNT,
+)
 CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
 
 _MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
@@ -33,7 +47,7 @@ class Record:
     kind: str
     event_id: str | None
     event_type: str | None
-    malformed: Malformed | None = None
+    malformed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,28 +202,28 @@ def _next_record(rng: random.Random, orders: _Orders, pool: list[Record], mix: M
 
 def _malformed(rng: random.Random, orders: _Orders) -> Record:
     """A record with exactly one defect, of a code drawn from every contract code."""
-    code = rng.choice(list(Malformed))
+    code = rng.choice(CODES)
     order = orders.new_order()  # outside the lifecycle: a broken event changes no order
     payload = _payload(rng, order, rng.choice(EVENT_TYPES), orders.now)
     good = _encode(payload)
     value: bytes | None
-    if code is Malformed.NULL_VALUE:
+    if code == Malformed.NULL_VALUE:
         value = None
-    elif code is Malformed.INVALID_UTF8:
+    elif code == Malformed.INVALID_UTF8:
         value = good.replace(b'"c-', b'"\xff\xfec-', 1)
-    elif code is Malformed.INVALID_JSON:
+    elif code == Malformed.INVALID_JSON:
         value = good[: len(good) // 2]
-    elif code is Malformed.NOT_AN_OBJECT:
+    elif code == Malformed.NOT_AN_OBJECT:
         value = _encode([payload])
     else:
-        if code is Malformed.MISSING_EVENT_ID:
+        if code == Malformed.MISSING_EVENT_ID:
             if rng.random() < 0.5:
                 del payload["event_id"]
             else:
                 payload["event_id"] = ""
-        elif code is Malformed.UNKNOWN_EVENT_TYPE:
+        elif code == UNKNOWN_EVENT_TYPE:
             payload["event_type"] = rng.choice(("order_teleported", "OrderCreated"))
-        elif code is Malformed.INVALID_EVENT_TIME:
+        elif code == Malformed.INVALID_EVENT_TIME:
             payload["event_time"] = rng.choice(("2026-13-45T25:61:00Z", "not a time"))
         else:
             payload["amount"] = str(payload["amount"])  # "12.5": a number in a string

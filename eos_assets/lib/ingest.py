@@ -37,7 +37,8 @@ from eos_assets.lib.ranges import (
     start_offsets,
 )
 from eos_assets.lib.reader import WrittenFile, read_range_to_file, reader_config
-from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.schema import bronze_schema
+from eos_assets.lib.stream_shape import Contract
 from eos_assets.lib.txn_ids import partition_app
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,13 @@ def ingest_bronze(
     client_config: Mapping[str, str],
     options: IngestOptions | None = None,
     storage_options: Mapping[str, str] | None = None,
+    *,
+    contract: Contract,
 ) -> IngestOutcome:
     """Ingest every committed record of ``topics`` not yet in the table, exactly once.
+
+    Each record becomes a bronze row of ``contract`` (``lib.schema``): its declared fields
+    parsed, or the reason it is malformed.
 
     Offsets Kafka deleted before they were read stop the run (``DataLossError``) unless
     ``options.accept_data_loss``: then the commit moves each such partition's position past
@@ -159,12 +165,13 @@ def ingest_bronze(
     outcome = IngestOutcome(run_id=uuid.uuid4().hex)
     clock = time.monotonic()
     read_config = reader_config(client_config)
+    schema = bronze_schema(contract)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome.attempts = attempt
         began = time.monotonic()
         bounds = partition_bounds(client_config, topics)
         # Kafka first: a wrong broker or topic fails the run before the lake is touched.
-        dt = delta_io.ensure_table(table_uri, BRONZE_SCHEMA, storage_options)
+        dt = delta_io.ensure_table(table_uri, schema, storage_options)
         apps = {tp: partition_app(*tp) for tp in bounds}
         seen = delta_io.positions(dt, apps.values())
         plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
@@ -180,7 +187,7 @@ def ingest_bronze(
 
         faults.crash_point(faults.AFTER_PLAN)
         began = time.monotonic()
-        files = _read(spark, ranges, read_config, table_uri, options) if ranges else []
+        files = _read(spark, ranges, contract, read_config, table_uri, options) if ranges else []
         outcome.seconds["read"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_FILES)
 
@@ -204,7 +211,7 @@ def ingest_bronze(
         actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
         faults.crash_point(faults.BEFORE_COMMIT)
         try:
-            delta_io.commit_files(dt, actions, BRONZE_SCHEMA, txns, metadata)
+            delta_io.commit_files(dt, actions, schema, txns, metadata)
         except delta_io.CommitFailedError:
             log.warning("concurrent commit on the same partitions; run %s re-plans", outcome.run_id)
             outcome.files = []
@@ -238,12 +245,14 @@ def _loss_message(lost: Sequence[OffsetRange]) -> str:
 def _read(
     spark: SparkSession,
     ranges: Sequence[OffsetRange],
+    contract: Contract,
     config: Mapping[str, str],
     table_uri: str,
     options: IngestOptions,
 ) -> list[WrittenFile]:
     """Read every range in Spark tasks, one piece per task; return the files they wrote."""
     read: dict[str, Any] = {
+        "contract": contract,  # a frozen dataclass: it pickles into the tasks as it is
         "config": dict(config),
         "table_uri": table_uri,
         "timeout_s": options.read_timeout_s,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -25,6 +26,7 @@ from eos_assets.lib.errors import BrokerError, DataLossError
 from eos_assets.lib.faults import MID_READ, crash_point
 from eos_assets.lib.ranges import OffsetRange
 from eos_assets.lib.schema import to_bronze_table
+from eos_assets.lib.stream_shape import BOOLEAN, STRING, Contract
 
 # What every range reader needs; librdkafka's own fetch limits (fetch.max.bytes,
 # queued.max.messages.kbytes) bound what one fetch and its prefetch queue hold.
@@ -38,11 +40,11 @@ _READER_DEFAULTS = {
 # Bronze files: dictionary pages only for the columns with few distinct values, and Parquet
 # statistics only where a reader can prune with them. Dictionary attempts on ids and raw
 # values, and min/max of long strings, cost about a fifth of the write and bought nothing.
-_DICTIONARY = ["topic", "partition", "event_type", "currency", "schema_version", "error"]
-_STATISTICS = [
-    "topic", "partition", "offset", "kafka_timestamp", "event_type", "event_time", "amount",
-    "currency", "schema_version", "error",
-]  # fmt: skip
+_DICTIONARY = ["topic", "partition", "schema_version", "error"]
+_STATISTICS = ["topic", "partition", "offset", "kafka_timestamp", "event_time", *_DICTIONARY[2:]]
+# A free string payload field (no declared values) gets a dictionary when its first rows hold
+# few distinct values (a currency, a country), not when they look like ids.
+_SAMPLE_ROWS, _FEW_DISTINCT = 1024, 64
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,14 @@ def reader_config(client_config: Mapping[str, str]) -> dict[str, str]:
 
 
 def fetch_range(
-    r: OffsetRange, config: Mapping[str, str], timeout_s: float, driver_pid: int | None = None
+    r: OffsetRange,
+    contract: Contract,
+    config: Mapping[str, str],
+    timeout_s: float,
+    driver_pid: int | None = None,
 ) -> pa.Table:
-    """Consume ``[r.start, r.end)`` with read_committed and return it as a bronze table.
+    """Consume ``[r.start, r.end)`` with read_committed and return it as bronze rows of
+    ``contract``.
 
     The range is complete when a record at ``end - 1`` arrives, when the consumer's position
     passes ``end`` (it moves past commit and abort markers), or at a partition EOF at or past
@@ -123,7 +130,7 @@ def fetch_range(
                 )
     finally:
         consumer.close()
-    return to_bronze_table(r.topic, r.partition, offsets, stamps, keys, values)
+    return to_bronze_table(contract, r.topic, r.partition, offsets, stamps, keys, values)
 
 
 class _OffsetsDeleted(Exception):
@@ -200,26 +207,29 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def read_range_to_file(
     r: OffsetRange,
+    contract: Contract,
     config: Mapping[str, str],
     table_uri: str,
     timeout_s: float,
     driver_pid: int | None = None,
 ) -> WrittenFile:
-    """Read one range and write it as one Parquet file inside the table folder (not committed)."""
+    """Read one range of a stream of ``contract`` and write it as one Parquet file inside the
+    table folder (not committed)."""
     began = time.monotonic()
     with _cyclic_gc_paused():
-        table = fetch_range(r, config, timeout_s, driver_pid)
+        table = fetch_range(r, contract, config, timeout_s, driver_pid)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     fs, root = pafs.FileSystem.from_uri(table_uri)
     target = f"{root.rstrip('/')}/{name}"
+    dictionary, statistics = _encodings(contract, table)
     pq.write_table(
         table,
         target,
         filesystem=fs,
         compression="snappy",
         # Both take a list of columns (pyarrow's documentation); its stubs say only bool.
-        use_dictionary=_DICTIONARY,  # pyright: ignore[reportArgumentType]
-        write_statistics=_STATISTICS,  # pyright: ignore[reportArgumentType]
+        use_dictionary=dictionary,  # pyright: ignore[reportArgumentType]
+        write_statistics=statistics,  # pyright: ignore[reportArgumentType]
     )
     size = fs.get_file_info(target).size or 0
     error = table.column("error")
@@ -235,3 +245,23 @@ def read_range_to_file(
         last_offset=offsets[-1].as_py() if table.num_rows else None,
         read_seconds=time.monotonic() - began,
     )
+
+
+def _encodings(contract: Contract, table: pa.Table) -> tuple[list[str], list[str]]:
+    """The columns of a bronze file written with dictionary pages, and with statistics.
+
+    Payload fields: a string with declared values or a boolean gets both; a free string both
+    when its first rows hold few distinct values; a long, double or timestamp statistics only.
+    """
+    dictionary, statistics = list(_DICTIONARY), list(_STATISTICS)
+    for f in contract.fields:
+        few = f.type == BOOLEAN or (f.type == STRING and f.values is not None)
+        if f.type == STRING and not few:
+            sample = table.column(f.name).slice(0, _SAMPLE_ROWS)
+            distinct = pc.count_distinct(sample)  # pyright: ignore[reportAttributeAccessIssue]
+            few = distinct.as_py() <= _FEW_DISTINCT
+        if few:
+            dictionary.append(f.name)
+        if few or f.type != STRING:
+            statistics.append(f.name)
+    return dictionary, statistics

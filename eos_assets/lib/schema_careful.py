@@ -8,39 +8,31 @@ JSON rules, strict where Python's ``json`` is lenient:
 - ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON and are rejected;
 - nesting deeper than ``MAX_DEPTH`` is rejected (a fixed limit rather than Python's stack depth,
   so the answer cannot depend on where the code is called from);
-- a contract key that appears twice at the top level is rejected (readers would disagree on
-  which copy counts); duplicated extra keys are tolerated, like any extra field;
-- numbers are kept as written, so huge or long numbers never fail and can be re-emitted exactly.
+- a key the contract reads that appears twice at the top level is rejected (readers would
+  disagree on which copy counts); duplicated extra keys are tolerated, like any extra field;
+- numbers are kept as written, so huge or long numbers never fail and can be re-emitted exactly;
+  a double is the nearest float64 (``inf`` past its range, found non-finite later), a long is
+  exact: an integral value (``2.0`` and ``1e3`` included) within int64, else invalid.
 
-Each record becomes one row of ``FIELDS_SCHEMA``: the JSON-level error, if any, then the contract
-fields with, for the four checked fields, the JSON kind found when it is the wrong kind.
+Each record becomes one row of the contract's fields table (``schema_fields.layout``): the
+JSON-level error, if any, then each slot's value, then the kinds of the checked slots.
 """
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal
 
 import pyarrow as pa
 
 from eos_assets.lib.contract import Malformed
+from eos_assets.lib.schema_fields import Slot, layout
+from eos_assets.lib.stream_shape import Contract
 
 MAX_DEPTH = 512
-CHECKED_FIELDS = ("event_id", "event_type", "event_time", "amount")
-TEXT_FIELDS = ("order_id", "customer_id", "currency")
-CONTRACT_KEYS = (*CHECKED_FIELDS, *TEXT_FIELDS, "schema_version")
-
-FIELDS_SCHEMA = pa.schema(
-    [
-        ("json_error", pa.string()),
-        ("event_id", pa.string()),
-        ("event_type", pa.string()),
-        ("event_time", pa.string()),
-        ("amount", pa.float64()),
-        *[(f"{name}_kind", pa.string()) for name in CHECKED_FIELDS],
-        *[(name, pa.string()) for name in TEXT_FIELDS],
-        ("schema_version", pa.float64()),
-    ]
-)
+_INT64 = (-(2**63), 2**63 - 1)
+_INT64_DIGITS = 20  # characters of the longest int64 token, -9223372036854775808
 
 # A JSON string (escapes included) or one structural bracket, for measuring nesting depth.
 _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
@@ -53,17 +45,17 @@ class _Number(str):
 
 
 class _Object(dict):
-    """A JSON object that remembers which contract keys it held more than once."""
+    """A JSON object that remembers which keys it held more than once."""
 
     __slots__ = ("duplicates",)
 
 
 def _object(pairs: list[tuple[str, object]]) -> _Object:
     obj = _Object(pairs)
-    obj.duplicates = ()
+    obj.duplicates = frozenset()
     if len(obj) != len(pairs):
-        keys = [key for key, _ in pairs]
-        obj.duplicates = tuple(name for name in CONTRACT_KEYS if keys.count(name) > 1)
+        counts = Counter(key for key, _ in pairs)
+        obj.duplicates = frozenset(key for key, count in counts.items() if count > 1)
     return obj
 
 
@@ -79,46 +71,40 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def extract_careful(values: Sequence[bytes | None]) -> pa.Table:
-    """Return the ``FIELDS_SCHEMA`` rows of ``values``, parsed one by one."""
-    rows = [careful_fields(value) for value in values]
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(FIELDS_SCHEMA)
+def extract_careful(contract: Contract, values: Sequence[bytes | None]) -> pa.Table:
+    """Return the fields table rows of ``values``, parsed one by one."""
+    schema = layout(contract).schema
+    rows = [careful_fields(contract, value) for value in values]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
     return pa.table(
-        [pa.array(c, f.type) for c, f in zip(columns, FIELDS_SCHEMA, strict=True)],
-        schema=FIELDS_SCHEMA,
+        [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
     )
 
 
-def careful_fields(value: bytes | None) -> tuple[object, ...]:
-    """Return the ``FIELDS_SCHEMA`` row of one Kafka value."""
+def careful_fields(contract: Contract, value: bytes | None) -> tuple[object, ...]:
+    """Return the fields table row of one Kafka value."""
+    slots = layout(contract).slots
     if value is None:
-        return _failed(f"{Malformed.NULL_VALUE}: the record has no value (a tombstone)")
+        return _failed(contract, f"{Malformed.NULL_VALUE}: the record has no value (a tombstone)")
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return _failed(f"{Malformed.INVALID_UTF8}: {exc.reason} at byte {exc.start}")
-    doc, problem = _load(text)
+        return _failed(contract, f"{Malformed.INVALID_UTF8}: {exc.reason} at byte {exc.start}")
+    doc, problem = _load(text, slots)
     if problem is not None:
-        return _failed(f"{Malformed.INVALID_JSON}: {problem}")
+        return _failed(contract, f"{Malformed.INVALID_JSON}: {problem}")
     if not isinstance(doc, _Object):
-        return _failed(f"{Malformed.NOT_AN_OBJECT}: the value is a JSON {_kind(doc)}")
-    checked = [_checked(name, doc.get(name)) for name in CHECKED_FIELDS]
-    texts = [_text(doc.get(name)) for name in TEXT_FIELDS]
-    version = doc.get("schema_version")
-    return (
-        None,
-        *(value for value, _ in checked),
-        *(kind for _, kind in checked),
-        *texts,
-        float(version) if type(version) is _Number else None,
-    )
+        return _failed(contract, f"{Malformed.NOT_AN_OBJECT}: the value is a JSON {_kind(doc)}")
+    read = [_read(slot, doc.get(slot.key)) for slot in slots]
+    kinds = [kind for slot, (_, kind) in zip(slots, read, strict=True) if slot.checked]
+    return (None, *(value for value, _ in read), *kinds)
 
 
-def _failed(error: str) -> tuple[object, ...]:
-    return (error, *[None] * (len(FIELDS_SCHEMA) - 1))
+def _failed(contract: Contract, error: str) -> tuple[object, ...]:
+    return (error, *[None] * (len(layout(contract).schema) - 1))
 
 
-def _load(text: str) -> tuple[object, str | None]:
+def _load(text: str, slots: Sequence[Slot]) -> tuple[object, str | None]:
     """Parse JSON text; return (document, None) or (None, why it is rejected)."""
     too_deep = f"nesting deeper than {MAX_DEPTH} levels"
     if not text.strip(" \t\n\r"):
@@ -138,7 +124,9 @@ def _load(text: str) -> tuple[object, str | None]:
     if "\\u" in text and _has_lone_surrogate(doc):
         return None, "a string holds an unpaired UTF-16 surrogate escape"
     if isinstance(doc, _Object) and doc.duplicates:
-        return None, f'duplicate key "{doc.duplicates[0]}"'
+        twice = next((s.key for s in slots if s.key in doc.duplicates), None)
+        if twice is not None:
+            return None, f'duplicate key "{twice}"'
     return doc, None
 
 
@@ -174,24 +162,36 @@ def _kind(value: object) -> str:
     return "string" if isinstance(value, str) else "null"
 
 
-def _checked(name: str, value: object) -> tuple[object, str | None]:
-    """Return (value, None) when of the expected kind, (None, kind) when not; null is missing."""
+def _read(slot: Slot, value: object) -> tuple[object, str | None]:
+    """Return (value, None) when of the slot's kind, else (None or its JSON text, kind found)."""
     if value is None:
         return None, None
-    expected = "number" if name == "amount" else "string"
-    if _kind(value) != expected:
-        return None, _kind(value)
-    if isinstance(value, _Number):
-        # float() of a JSON number token is exact-rounded and gives inf past the float64 range.
-        return float(value), None
-    return value, None
+    kind = _kind(value)
+    if kind != slot.kind:
+        return (_json_text(value), None) if slot.text else (None, kind)
+    if type(value) is not _Number:
+        return value, None
+    if slot.long:
+        number = _long(value)
+        return number, None if number is not None else kind
+    # float() of a JSON number token is exact-rounded and gives inf past the float64 range.
+    return float(value), None
 
 
-def _text(value: object) -> str | None:
-    """A free-text field: strings as they are, any other JSON value as compact JSON text."""
-    if value is None or type(value) is str:
-        return value
-    return _json_text(value)
+def _long(token: str) -> int | None:
+    """The exact int64 value of a JSON number token, or None when it is not one."""
+    if "." not in token and "e" not in token and "E" not in token:
+        if len(token) > _INT64_DIGITS:  # also keeps int() below its digit limit
+            return None
+        number = int(token)
+    else:
+        exact = Decimal(token)
+        if not exact:
+            return 0
+        if exact.adjusted() >= _INT64_DIGITS or exact != exact.to_integral_value():
+            return None
+        number = int(exact)
+    return number if _INT64[0] <= number <= _INT64[1] else None
 
 
 def _json_text(value: object) -> str:

@@ -1,8 +1,9 @@
 """Which Kafka values ``pyarrow.json`` may see, so that it reads them as the careful path does.
 
 ``pyarrow.json`` is fast but not a drop-in for the careful path; measured with pyarrow 26:
-- a type surprise (``"amount": "12.5"``, ``"event_id": 7``) or a number beyond float64 raises
-  for the whole block, naming the failing ``row``; nothing is coerced silently;
+- a type surprise (``"amount": "12.5"``, ``"event_id": 7``), a long written ``2.0`` or past
+  int64, or a number beyond float64 raises for the whole block (naming the failing ``row``, bar
+  the long's errors); nothing is coerced silently;
 - it accepts ``NaN``, ``Inf``, ``Infinity`` anywhere, duplicated keys that are not in the
   schema, a leading UTF-8 BOM and any nesting depth, which the careful path rejects;
 - it reads several JSON documents from one line (``{}{}``), joins lines when a document spans
@@ -19,21 +20,57 @@ that rows and records line up.
 # pyright: reportAttributeAccessIssue=false
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
+import functools
+import json
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos_assets.lib.schema_careful import MAX_DEPTH
+from eos_assets.lib.schema_fields import layout
+from eos_assets.lib.stream_shape import Contract
 
 _SUSPECT = (b"\n", b"\r", b"NaN", b"Inf")
-_QUOTED_NUMBERS = (b'"amount":"', b'"schema_version":"')
-# A contract field of the wrong kind, a number with a 3-digit exponent, a surrogate escape,
-# two documents on one line.
-_LIKELY_TO_FAIL = (
-    r'"(?:event_id|event_type|event_time|order_id|customer_id|currency)"\s*:\s*[^"n\s]'
-    r'|"(?:amount|schema_version)"\s*:\s*[^-0-9n\s]|[:,\[]\s*-?[0-9.]+[eE]\+?[0-9]{3}|\\u[dD][89a-fA-F]'
-    r"|\}\s*\{"
-)
+# What may follow the key of a slot of each JSON kind without making pyarrow.json raise (null
+# included); a long must also be written as an integer of at most 19 digits.
+_FITS = {"string": '"n', "number": "-0-9n", "boolean": "tfn"}
+# A number with a 3-digit exponent, a surrogate escape, two documents on one line.
+_ANY_CONTRACT = r"[:,\[]\s*-?[0-9.]+[eE]\+?[0-9]{3}|\\u[dD][89a-fA-F]|\}\s*\{"
+
+
+@functools.lru_cache(maxsize=64)
+def likely_to_fail_pattern(contract: Contract) -> str:
+    """The regex of a line likely to make pyarrow.json raise: a slot of the wrong kind, a long
+    that is not a short integer, a number with a 3-digit exponent, a surrogate escape, two
+    documents on one line (RE2 syntax, for ``pyarrow.compute``)."""
+    slots = layout(contract).slots
+    parts = []
+    for kind, fits in _FITS.items():
+        keys = [s.key for s in slots if s.kind == kind]
+        if keys:
+            parts.append(rf'"(?:{_alternatives(keys)})"\s*:\s*[^{fits}\s]')
+    longs = [s.key for s in slots if s.long]
+    if longs:
+        parts.append(rf'"(?:{_alternatives(longs)})"\s*:\s*-?[0-9]+(?:[.eE]|[0-9]{{19}})')
+    return "|".join([*parts, _ANY_CONTRACT])
+
+
+@functools.lru_cache(maxsize=64)
+def quoted_numbers(contract: Contract) -> tuple[bytes, ...]:
+    """A string where compact JSON must have a number or boolean (``"amount":"``)."""
+    slots = layout(contract).slots
+    return tuple(json_key(s.key) + b':"' for s in slots if s.kind != "string")
+
+
+def json_key(key: str) -> bytes:
+    """``key`` as compact JSON writes it (``"amount"``)."""
+    return json.dumps(key, ensure_ascii=False).encode()
+
+
+def _alternatives(keys: list[str]) -> str:
+    return "|".join(re.escape(k) for k in keys)
 
 
 def bulk_candidates(
@@ -83,30 +120,31 @@ def _contains(data: bytes, pattern: bytes) -> bool:
     return pattern[:1] in data and pattern in data
 
 
-def likely_to_fail(lines: list[bytes], item: np.ndarray) -> np.ndarray:
+def likely_to_fail(contract: Contract, lines: list[bytes], item: np.ndarray) -> np.ndarray:
     """Mask the lines that look as if they would make pyarrow.json raise (a guess, not a rule)."""
     subset = pa.array([lines[i] for i in item], pa.binary())
-    likely = pc.match_substring_regex(subset, _LIKELY_TO_FAIL)
+    likely = pc.match_substring_regex(subset, likely_to_fail_pattern(contract))
     return np.array(likely.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def suspect_lines(data: bytes, lines: list[bytes]) -> np.ndarray | None:
-    """Mask the lines holding a newline, ``\\r``, ``NaN``, ``Inf`` or a quoted number in a
-    number field (compact JSON: ``"amount":"``); None when none does.
+def suspect_lines(contract: Contract, data: bytes, lines: list[bytes]) -> np.ndarray | None:
+    """Mask the lines holding a newline, ``\\r``, ``NaN``, ``Inf`` or a string in a number or
+    boolean slot (compact JSON: ``"amount":"``); None when none does.
 
     A quoted amount makes ``pyarrow.json`` raise for its whole chunk: setting such lines aside
     here spares the failing call and the retries after it.
 
     Args:
+        contract: the stream's contract: which keys hold numbers and booleans.
         data: ``lines`` joined with newlines, searched first so that a clean chunk costs a few
             memchr passes rather than one check per line.
         lines: the values of one chunk.
     """
     newlines = np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))
     if newlines != len(lines) - 1 or any(_contains(data, p) for p in _SUSPECT[1:]):
-        patterns = (*_SUSPECT, *_QUOTED_NUMBERS)
+        patterns = (*_SUSPECT, *quoted_numbers(contract))
         return np.array([any(_contains(line, p) for p in patterns) for line in lines], dtype=bool)
-    hits = [at for p in _QUOTED_NUMBERS for at in _find_all(data, p)]
+    hits = [at for p in quoted_numbers(contract) for at in _find_all(data, p)]
     if not hits:
         return None
     # No line holds a newline: line i starts where the lengths of the lines before it, each

@@ -1,10 +1,16 @@
-"""Vectorised parsing of contract ``event_time`` strings into UTC microseconds.
+"""Vectorised parsing of event times into UTC microseconds, in each declared time format.
 
-Accepted: ``YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM|±HH)``, with ``T`` and ``Z`` in either
-case (RFC 3339 allows lower case). Seconds are required, so a date-only or minute-only value is
+``iso8601`` (also every payload ``timestamp`` field) accepts
+``YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM|±HH)``, with ``T`` and ``Z`` in either case
+(RFC 3339 allows lower case). Seconds are required, so a date-only or minute-only value is
 rejected; the fraction may have any number of digits and is truncated to microseconds; leap
 seconds (``:60``) are rejected; the UTC result must lie in years 0001-9999, the range of Delta
 and Spark timestamps. Anything else is invalid.
+
+``epoch_millis`` accepts a JSON number of integral value (``1763719200000``, also written
+``1.7637192e12``); ``epoch_seconds`` any JSON number, rounded to the microsecond (float64 holds
+every microsecond within about 285 years of 1970, and coarser steps beyond). Both are read as
+float64, which holds every millisecond of years 0001-9999 exactly, and must fall in that range.
 
 The parse reads the raw bytes of the Arrow string array with numpy: a few milliseconds per
 100k rows, and one code path for every record whichever way its JSON was parsed.
@@ -12,6 +18,8 @@ The parse reads the raw bytes of the Arrow string array with numpy: a few millis
 
 import numpy as np
 import pyarrow as pa
+
+from eos_assets.lib.stream_shape import EPOCH_MILLIS, EPOCH_SECONDS
 
 UTC_MICROS = pa.timestamp("us", tz="UTC")
 
@@ -25,6 +33,9 @@ _FAST_DIGITS = 9  # fraction digits checked vectorised; longer fractions are che
 _MIN_MICROS = -62135596800 * 10**6  # 0001-01-01T00:00:00Z
 _MAX_MICROS = 253402300800 * 10**6 - 1  # 9999-12-31T23:59:59.999999Z
 _DAYS_IN_MONTH = np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+_MICROS_PER = {EPOCH_MILLIS: 1000, EPOCH_SECONDS: 10**6}
+_UNITS = {EPOCH_MILLIS: "epoch milliseconds", EPOCH_SECONDS: "epoch seconds"}
+ISO_PROBLEM = "is not an ISO-8601 date-time with seconds and a zone"
 
 
 def parse_event_times(times: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
@@ -139,3 +150,36 @@ def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np
     day_of_year = (153 * np.where(month > 2, month - 3, month + 9) + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
     return era * 146097 + day_of_era - 719468
+
+
+def parse_epoch_times(
+    numbers: pa.Array | pa.ChunkedArray, time_format: str
+) -> tuple[pa.Array, np.ndarray]:
+    """Parse float64 epoch times (``epoch_millis`` or ``epoch_seconds``) into UTC microseconds.
+
+    Returns:
+        The timestamps (null where invalid or null) and a boolean mask of the valid rows.
+    """
+    per = _MICROS_PER[time_format]
+    x = np.asarray(numbers.to_numpy(zero_copy_only=False), dtype=np.float64)  # nulls: NaN
+    # Far out of range (years 0001-9999 are within 3e17 us): ruled out before any int64 overflow.
+    ok = np.isfinite(x) & (np.abs(x) < 1e18 / per)
+    safe = np.where(ok, x, 0.0)
+    if time_format == EPOCH_MILLIS:
+        ok &= np.floor(safe) == safe
+        value = safe.astype(np.int64) * per
+    else:
+        value = np.rint(safe * per).astype(np.int64)
+    ok &= (value >= _MIN_MICROS) & (value <= _MAX_MICROS)
+    return pa.array(np.where(ok, value, 0), pa.int64(), mask=~ok).cast(UTC_MICROS), ok
+
+
+def epoch_problem(number: float, time_format: str) -> str:
+    """Why the epoch time ``number`` is invalid, after its field name (``1.5 is not ...``)."""
+    unit = _UNITS[time_format]
+    if not np.isfinite(number):
+        return "is not a finite float64 number"
+    text = str(int(number)) if number.is_integer() and abs(number) < 1e16 else repr(number)
+    if time_format == EPOCH_MILLIS and not number.is_integer():
+        return f"{text} is not an integral number of {unit}"
+    return f"{text} is not a time in years 0001-9999 in {unit}"

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             args.topic,
             {"bootstrap.servers": args.bootstrap},
             IngestOptions(max_records=args.max_records, read_timeout_s=args.read_timeout),
+            contract=ORDERS.contract,
         )
     except EosError as exc:
         _say({"ok": False, "kind": type(exc).__name__, "error": str(exc)})

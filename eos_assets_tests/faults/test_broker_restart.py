@@ -11,6 +11,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib import faults
 from eos_assets.lib.errors import BrokerError
@@ -36,7 +37,9 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
         topic = "orders-restart"
         broker.ensure_topic(info.bootstrap, topic, 2)
         manifest = produced(topic, count=600, seed=41, bootstrap=info.bootstrap)[1]
-        first = ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+        first = ingest_bronze(
+            spark, table, [topic], {"bootstrap.servers": info.bootstrap}, contract=ORDERS.contract
+        )
         assert first.version == 1
         manifest += produced(topic, count=600, seed=42, bootstrap=info.bootstrap)[1]
         before = (DeltaTable(table).version(), bronze_keys(table))
@@ -64,7 +67,13 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
         # While down: fails at once with one line, the table untouched.
         began = time.monotonic()
         try:
-            ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+            ingest_bronze(
+                spark,
+                table,
+                [topic],
+                {"bootstrap.servers": info.bootstrap},
+                contract=ORDERS.contract,
+            )
         except BrokerError as exc:
             down = str(exc)
         else:
@@ -75,7 +84,9 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
 
         info = broker.start_broker(data, port=port)
         manifest += produced(topic, count=600, seed=43, bootstrap=info.bootstrap)[1]
-        after = ingest_bronze(spark, table, [topic], {"bootstrap.servers": info.bootstrap})
+        after = ingest_bronze(
+            spark, table, [topic], {"bootstrap.servers": info.bootstrap}, contract=ORDERS.contract
+        )
         assert after.version == 2
     finally:
         broker.stop_broker(info)
@@ -101,18 +112,20 @@ def test_broker_killed_right_after_commits_then_restarted_loses_and_doubles_noth
         topic = "orders-killed"
         broker.ensure_topic(info.bootstrap, topic, 2)
         manifest = produced(topic, count=600, seed=44, bootstrap=info.bootstrap)[1]
-        assert ingest_bronze(spark, table, [topic], config).version == 1
+        assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version == 1
         # Killed the moment the producer has its last commit acknowledged.
         manifest += produced(topic, count=600, seed=45, bootstrap=info.bootstrap)[1]
         broker.kill_broker(info)
         info = broker.start_broker(data, port=port)
         manifest += produced(topic, count=300, seed=46, bootstrap=info.bootstrap)[1]
-        after = ingest_bronze(spark, table, [topic], config)
+        after = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
         assert after.version == 2 and after.records > 0
         # Once more right after the ingest's commit; the retry of it is a no-op.
         broker.kill_broker(info)
         info = broker.start_broker(data, port=port)
-        assert ingest_bronze(spark, table, [topic], config).version is None
+        assert (
+            ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version is None
+        )
     finally:
         broker.stop_broker(info)
     verdict = judge(table, manifest)

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_io, faults
-from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.schema import bronze_schema
 from eos_assets_tests.faults.harness import Ledger, Run, finish, start_ingest, wait_for_files
 from eos_assets_tests.faults.oracle import ingest_ranges, judge, overlaps
 
 READY = f"{faults.BEFORE_COMMIT}-{{pid}}.ready"
+BRONZE = bronze_schema(ORDERS.contract)
 
 
 def two_writers_at_the_gate(
@@ -43,7 +45,7 @@ def test_two_writers_released_together_commit_once(
     """Same ranges, released at once: one commit wins, the other fails and finds nothing left."""
     topic = make_topic(partitions=3)
     summary, manifest = produced(topic, count=1200, seed=31)
-    delta_io.ensure_table(table, BRONZE_SCHEMA)  # as the asset's first run would have
+    delta_io.ensure_table(table, BRONZE)  # as the asset's first run would have
     runs = two_writers_at_the_gate(kafka_bootstrap, topic, table, tmp_path, (None, None))
     (tmp_path / faults.RELEASE).touch()
     outcomes = []
@@ -81,7 +83,7 @@ def test_a_stale_writer_commits_only_what_the_winner_left(
     offsets, must fail its commit, re-plan from the winner's positions and commit the rest."""
     topic = make_topic(partitions=3)
     summary, manifest = produced(topic, count=1200, seed=32)
-    delta_io.ensure_table(table, BRONZE_SCHEMA)
+    delta_io.ensure_table(table, BRONZE)
     capped, stale = two_writers_at_the_gate(kafka_bootstrap, topic, table, tmp_path, (300, None))
     (tmp_path / f"{faults.RELEASE}-{capped.proc.pid}").touch()
     first = finish(capped)

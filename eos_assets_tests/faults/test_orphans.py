@@ -9,6 +9,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_io, faults
 from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.ingest import ingest_bronze
@@ -47,7 +48,9 @@ def test_crash_leftovers_are_never_read_and_vacuum_removes_only_them(
     orphans = data_files(table)
     assert len(orphans) == 3 and not referenced(table), "one written, uncommitted file per range"
 
-    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
     committed = referenced(table)
     assert committed and not committed & orphans and data_files(table) == committed | orphans
 

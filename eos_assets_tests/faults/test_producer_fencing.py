@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import read_manifest
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.lag import measure_lag
@@ -130,7 +131,9 @@ def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_lan
     assert open_records(kafka_bootstrap, topic, 2) == stuck, "the transaction is still open"
 
     manifest = read_manifest(first)
-    held_back = ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    held_back = ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
     assert held_back.records == len(manifest), "readers stop at the open transaction"
 
     # The successor: same transactional.id; its init_transactions fences and aborts.
@@ -138,7 +141,9 @@ def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_lan
         topic, count=800, seed=52, transactional_id=tid, abort_ratio=0.0, transaction_size=200
     )[1]
     assert open_records(kafka_bootstrap, topic, 2) == 0, "the zombie's transaction is aborted"
-    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
 
     known = {(line["partition"], line["offset"]) for line in manifest}
     zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known
@@ -188,7 +193,9 @@ def test_a_live_zombie_cannot_commit_after_it_is_fenced(
     error = refused.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
 
-    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
     landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
     verdict = judge(table, manifest)
     ledger.record(
@@ -224,7 +231,7 @@ def test_killed_producer_is_aborted_by_its_transaction_timeout(
     manifest = read_manifest(first)
     config = {"bootstrap.servers": kafka_bootstrap}
     stalled = [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
-    early = ingest_bronze(spark, table, [topic], config)
+    early = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
     lake = LakeResource(root=str(Path(table).parents[1]))
     tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
     in_time = time.monotonic() - killed_at < timeout_ms / 1000
@@ -242,7 +249,7 @@ def test_killed_producer_is_aborted_by_its_transaction_timeout(
         assert time.monotonic() < deadline, "the broker never aborted the dead transaction"
         time.sleep(0.2)
     assert not [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
-    ingest_bronze(spark, table, [topic], config)
+    ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
 
     known = {(line["partition"], line["offset"]) for line in manifest}
     zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known

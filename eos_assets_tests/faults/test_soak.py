@@ -19,6 +19,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import read_manifest
 from eos_assets.lib import faults
 from eos_assets.lib.ingest import ingest_bronze
@@ -99,7 +100,9 @@ def test_random_kills_while_producing_lose_and_double_nothing(
     commits_while_killing = DeltaTable(table).version() if Path(table).exists() else 0
     thread.join(timeout=120)
     assert not thread.is_alive() and "error" not in outcome, outcome.get("error")
-    ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
     verdict = judge(table, read_manifest(manifest))
     kills = tally["external kill"] + tally["crash point"]
     record_property("soak_seed", SEED)

@@ -5,17 +5,19 @@ import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_io
 from eos_assets.lib.contract import Malformed, error_code
-from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka_tools import group_lag
-from eos_assets.lib.schema import BRONZE_SCHEMA
+from eos_assets.lib.schema import bronze_schema
 from eos_assets_tests.txn_producer import Sent, send_transaction
 
 
@@ -60,8 +62,10 @@ def table(lake_root: str) -> str:
     return str(Path(lake_root) / "bronze" / "raw_events")
 
 
-def run(spark: SparkSession, uri: str, bootstrap: str, topic: str, **kw: object):
-    return ingest_bronze(spark, uri, [topic], {"bootstrap.servers": bootstrap}, IngestOptions(**kw))  # type: ignore[arg-type]
+def run(spark: SparkSession, uri: str, bootstrap: str, topic: str, **kw: Any) -> IngestOutcome:
+    options = IngestOptions(**kw)
+    config = {"bootstrap.servers": bootstrap}
+    return ingest_bronze(spark, uri, [topic], config, options, contract=ORDERS.contract)
 
 
 def test_committed_once_aborted_never_and_rerun_adds_nothing(
@@ -194,20 +198,21 @@ def test_malformed_records_are_kept_flagged_and_counted(
         Malformed.INVALID_JSON,
         Malformed.NOT_AN_OBJECT,
         Malformed.MISSING_EVENT_ID,
-        Malformed.UNKNOWN_EVENT_TYPE,
+        "unknown_event_type",
         Malformed.INVALID_EVENT_TIME,
-        Malformed.INVALID_AMOUNT,
+        "invalid_amount",
     ]
     assert t["value"].to_pylist()[5:] == [v for _, _, v in bad]
 
 
 def test_a_commit_from_a_stale_snapshot_with_the_same_txn_fails(table: str) -> None:
     """The conflict the protocol relies on: a racing writer cannot commit a range twice."""
-    delta_io.ensure_table(table, BRONZE_SCHEMA)
+    schema = bronze_schema(ORDERS.contract)
+    delta_io.ensure_table(table, schema)
     mine, theirs = delta_io.load(table), delta_io.load(table)
     assert delta_io.positions(mine, ["eos:t:0"]) == {"eos:t:0": None}
-    delta_io.commit_files(theirs, [], BRONZE_SCHEMA, {"eos:t:0": 10}, {"eos.run_id": "theirs"})
+    delta_io.commit_files(theirs, [], schema, {"eos:t:0": 10}, {"eos.run_id": "theirs"})
     with pytest.raises(delta_io.CommitFailedError):
-        delta_io.commit_files(mine, [], BRONZE_SCHEMA, {"eos:t:0": 10}, {"eos.run_id": "mine"})
+        delta_io.commit_files(mine, [], schema, {"eos:t:0": 10}, {"eos.run_id": "mine"})
     assert delta_io.load(table).transaction_version("eos:t:0") == 10
     assert delta_io.find_commit(table, "eos.run_id", "theirs") == 1

@@ -12,12 +12,16 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from eos_assets.lib.contract import Malformed, error_code
-from eos_assets.lib.schema import BRONZE_SCHEMA, to_bronze_table
+from eos_assets.defs.stream import ORDERS
+from eos_assets.lib.contract import Malformed, error_code, field_code
+from eos_assets.lib.schema import bronze_schema, to_bronze_table
 from eos_assets.lib.schema_bulk import MIN_BULK, extract_fields
 from eos_assets.lib.schema_careful import extract_careful
 from eos_assets.lib.schema_screen import suspect_lines
 
+CONTRACT = ORDERS.contract
+BRONZE_SCHEMA = bronze_schema(CONTRACT)
+CODES = {*Malformed, *(field_code(f) for f in CONTRACT.fields)}
 EVENT = {
     "event_id": "3f6c1a52-9d1e-4c1b-8a55-0c5e4f1b2a77",
     "event_type": "order_paid",
@@ -44,7 +48,9 @@ def bronze(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None =
     n = len(values)
     offsets = [1000 + 3 * i for i in range(n)]  # gaps, as after transaction markers
     keys = keys if keys is not None else [b"o-123"] * n
-    return to_bronze_table("orders", 2, offsets, [TS_MS + i for i in range(n)], keys, values)
+    return to_bronze_table(
+        CONTRACT, "orders", 2, offsets, [TS_MS + i for i in range(n)], keys, values
+    )
 
 
 def alone(value: bytes | None) -> dict:
@@ -165,7 +171,7 @@ MALFORMED = {
 def test_malformed_record_is_kept_with_its_exact_error(value: bytes | None, error: str) -> None:
     row = alone(value)
     assert row["error"] == error
-    assert error_code(row["error"]) in Malformed
+    assert error_code(row["error"]) in CODES
     assert row["offset"] == 1000 + 3 * PADDING and row["key"] == b"o-123"
 
 
@@ -194,13 +200,14 @@ def test_a_field_error_keeps_the_fields_that_are_valid() -> None:
     "value, code",
     [
         (event(event_id="", event_type="x", event_time="x", amount="x"), "missing_event_id"),
-        (event(event_type="x", event_time="x", amount="x"), "unknown_event_type"),
+        (event(event_type="x", event_time="x", amount="x"), "invalid_event_time"),
+        (event(event_type="x", amount="x"), "unknown_event_type"),
         (event(event_time="x", amount=None), "invalid_event_time"),
         (b'[{"event_id": 1}', "invalid_json"),
     ],
 )
 def test_the_first_problem_in_precedence_order_is_reported(value: bytes, code: str) -> None:
-    assert error_code(alone(value)["error"]) == Malformed(code)
+    assert error_code(alone(value)["error"]) == code
 
 
 @pytest.mark.parametrize(
@@ -312,7 +319,7 @@ def test_valid_batch_round_trips() -> None:
     assert table["event_time"].to_pylist()[61] == datetime(
         2026, 11, 21, 10, 1, 1, 61000, tzinfo=UTC
     )
-    _, careful = extract_fields(values, pa.array(values, pa.binary()))
+    _, careful = extract_fields(CONTRACT, values, pa.array(values, pa.binary()))
     assert len(careful) == 0  # all of it went the bulk way
 
 
@@ -330,18 +337,18 @@ def test_large_values_valid_and_malformed() -> None:
 
 
 def test_null_key_and_kafka_no_timestamp() -> None:
-    row = to_bronze_table("orders", 0, [5], [-1], [None], [GOOD]).to_pylist()[0]
+    row = to_bronze_table(CONTRACT, "orders", 0, [5], [-1], [None], [GOOD]).to_pylist()[0]
     assert (row["key"], row["kafka_timestamp"], row["error"]) == (None, None, None)
 
 
 def test_empty_batch_is_an_empty_table_with_the_schema() -> None:
-    table = to_bronze_table("orders", 0, [], [], [], [])
+    table = to_bronze_table(CONTRACT, "orders", 0, [], [], [], [])
     assert table.num_rows == 0 and table.schema == BRONZE_SCHEMA
 
 
 def test_lengths_must_match() -> None:
     with pytest.raises(ValueError, match="differ in length"):
-        to_bronze_table("orders", 0, [1, 2], [1, 2], [None], [GOOD, GOOD])
+        to_bronze_table(CONTRACT, "orders", 0, [1, 2], [1, 2], [None], [GOOD, GOOD])
 
 
 RAW_JSON = [
@@ -386,15 +393,17 @@ def mixed_batch(seed: int, n: int = 3000) -> tuple[list[bytes | None], set[int]]
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_bulk_and_careful_paths_agree_on_a_mixed_batch(seed: int) -> None:
     values, odd = mixed_batch(seed)
-    fields, careful = extract_fields(values, pa.array(values, pa.binary()))
-    assert fields.equals(extract_careful(values))
+    fields, careful = extract_fields(CONTRACT, values, pa.array(values, pa.binary()))
+    assert fields.equals(extract_careful(CONTRACT, values))
     # Valid neighbours stay in bulk, bar a short tail after a failure (fewer than MIN_BULK).
     assert len(set(careful.tolist()) - odd) < MIN_BULK
     whole = bronze(values)
     sample = sorted(odd | set(range(0, len(values), 37)))
     one_by_one = pa.concat_tables(
         [
-            to_bronze_table("orders", 2, [1000 + 3 * i], [TS_MS + i], [b"o-123"], [values[i]])
+            to_bronze_table(
+                CONTRACT, "orders", 2, [1000 + 3 * i], [TS_MS + i], [b"o-123"], [values[i]]
+            )
             for i in sample
         ]
     )
@@ -407,9 +416,9 @@ def test_sparse_bad_records_leave_their_neighbours_in_bulk() -> None:
     bad = {100 * k + 50 for k in range(len(MALFORMED))}
     for i, (value, _) in zip(sorted(bad), MALFORMED.values(), strict=True):
         values[i] = value
-    fields, careful = extract_fields(values, pa.array(values, pa.binary()))
+    fields, careful = extract_fields(CONTRACT, values, pa.array(values, pa.binary()))
     assert set(careful.tolist()) <= bad
-    assert fields.equals(extract_careful(values))
+    assert fields.equals(extract_careful(CONTRACT, values))
     errors = bronze(values)["error"].to_pylist()
     assert [errors[i] for i in sorted(bad)] == [error for _, error in MALFORMED.values()]
 
@@ -430,14 +439,14 @@ def test_quoted_numbers_in_compact_json_are_set_aside_before_the_first_call(
     if newline_inside:  # a line with a raw newline: the per-line screen
         values[300] = compact(event_id="e-300").replace(b",", b",\n", 1)
     lines = [v or b"" for v in values]
-    mask = suspect_lines(b"\n".join(lines), lines)
+    mask = suspect_lines(CONTRACT, b"\n".join(lines), lines)
     assert mask is not None
     assert set(np.flatnonzero(mask).tolist()) == quoted | ({300} if newline_inside else set())
-    fields, careful = extract_fields(values, pa.array(values, pa.binary()))
-    assert fields.equals(extract_careful(values))
+    fields, careful = extract_fields(CONTRACT, values, pa.array(values, pa.binary()))
+    assert fields.equals(extract_careful(CONTRACT, values))
     assert set(careful.tolist()) == set(np.flatnonzero(mask).tolist())
     clean = lines[:5]
-    assert suspect_lines(b"\n".join(clean), clean) is None
+    assert suspect_lines(CONTRACT, b"\n".join(clean), clean) is None
 
 
 def test_a_json_null_never_reaches_pyarrow_json() -> None:

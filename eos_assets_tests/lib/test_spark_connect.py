@@ -21,6 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from eos_assets import cli
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_io, faults, spark_server
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.ports import free_port
@@ -124,7 +125,9 @@ def test_an_ingest_over_connect_equals_the_in_process_one(
     topic = make_topic(3)
     sent = send(kafka_bootstrap, topic)
     classic, remote = f"{lake_root}/classic", f"{lake_root}/connect"
-    assert ingest_bronze(spark, classic, [topic], {"bootstrap.servers": kafka_bootstrap}).records
+    assert ingest_bronze(
+        spark, classic, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    ).records
     code, outcome = over_connect(connect_state, kafka_bootstrap, topic, remote)
     assert code == 0 and outcome is not None and outcome["records"] == 550
     assert table(remote).equals(table(classic))
