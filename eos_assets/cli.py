@@ -15,7 +15,7 @@ from pathlib import Path
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo import DemoOptions, run_demo
 from eos_assets.devkit import broker
-from eos_assets.devkit.producer import ProduceOptions, produce
+from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib import spark_cds, spark_server
 from eos_assets.lib.errors import EosError
 from eos_assets.resources.kafka import bootstrap_servers
@@ -69,9 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
         handler=cmd_spark_status
     )
 
-    prod = commands.add_parser("produce", help="produce demo order events transactionally")
+    prod = commands.add_parser(
+        "produce", help="produce demo events (orders or page views) transactionally"
+    )
     defaults = ProduceOptions()
-    prod.add_argument("--topic", default=defaults.topic)
+    prod.add_argument(
+        "--stream", choices=list(PLANNERS), default=defaults.stream, help="whose demo events"
+    )
+    prod.add_argument("--topic", default=None, help="default: the stream's name")
     prod.add_argument("--count", type=int, default=defaults.count, help="records, all kinds")
     prod.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as possible)")
     prod.add_argument("--partitions", type=int, default=defaults.partitions, help="if created")
@@ -197,7 +202,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     """Produce demo events and print a one-line summary."""
     settings = Settings.from_env()
     options = ProduceOptions(
-        topic=args.topic,
+        stream=args.stream,
+        topic=args.topic or args.stream,
         count=args.count,
         rate=args.rate,
         partitions=args.partitions,
@@ -216,7 +222,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     manifest = args.manifest
     if manifest is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        manifest = Path(settings.state_dir) / "manifests" / f"{args.topic}-{stamp}.jsonl"
+        manifest = Path(settings.state_dir) / "manifests" / f"{options.topic}-{stamp}.jsonl"
     bootstrap = bootstrap_servers(settings)
     # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
     # aborted at once instead of holding readers back until the broker's transaction timeout.

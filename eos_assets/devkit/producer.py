@@ -1,20 +1,23 @@
 """The demo and test producer: idempotent, transactional, and honest about what it sent.
 
-Every record sent is written to a manifest (see ``manifest.py``) with its outcome and offset.
+It sends the demo events of one stream: orders (``events.py``) or page views
+(``page_views.py``). Every record sent is written to a manifest (see ``manifest.py``) with its
+outcome and offset.
 """
 
 import contextlib
 import functools
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from eos_assets.devkit.events import Mix, TransactionPlan, plan_transactions
+from eos_assets.devkit import events, page_views
+from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
 from eos_assets.lib.kafka_admin import check_reachable, ensure_topic
@@ -24,12 +27,21 @@ __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summ
 
 _TIMEOUT_S = 60.0
 
+# The streams whose demo events the producer can send, and how each plans its transactions.
+Planner = Callable[[int, datetime, int, int, Mix], Iterator[TransactionPlan]]
+PLANNERS: dict[str, Planner] = {
+    "orders": events.plan_transactions,
+    "page_views": page_views.plan_transactions,
+}
+
 
 @dataclass(frozen=True)
 class ProduceOptions:
     """What to produce. Records are deterministic given ``seed``, ``start_time`` and the rest.
 
     Attributes:
+        stream: whose demo events: ``orders`` or ``page_views`` (``PLANNERS``).
+        topic: where to send them; a topic named after one stream takes only its events.
         count: records sent in all: valid, duplicate, late, malformed, aborted ones included.
         rate: records per second; 0 sends as fast as possible.
         partitions: partitions of the topic when it has to be created (an existing one stays).
@@ -38,7 +50,8 @@ class ProduceOptions:
         duplicate_ratio: records re-sending an event committed in an earlier transaction.
         late_ratio: valid events whose event time lies ``late_by`` before the stream's clock.
         abort_ratio: transactions aborted instead of committed.
-        malformed_ratio: records with one contract defect, spread over every Malformed code.
+        malformed_ratio: records with one contract defect, spread over the stream's codes
+            (``events.CODES``, ``page_views.CODES``).
         start_time: event time of the stream's start (default: now, UTC).
         transactional_id: the producer's identity, kept for every transaction (aborts
             included): a restarted producer of the same id fences the one it replaces and
@@ -48,6 +61,7 @@ class ProduceOptions:
             aborts it (a producer that died inside one holds readers back that long).
     """
 
+    stream: str = "orders"
     topic: str = "orders"
     count: int = 1000
     rate: float = 0.0
@@ -73,8 +87,16 @@ class ProduceOptions:
             raise ConfigError("duplicate, late and malformed ratios add up to more than 1")
         if self.count < 0 or self.rate < 0 or self.partitions < 1 or self.transaction_size < 1:
             raise ConfigError("count and rate must be >= 0, partitions and transaction size >= 1")
+        if self.stream not in PLANNERS:
+            known = ", ".join(PLANNERS)
+            raise ConfigError(f"unknown stream {self.stream!r}: produce one of {known}")
         if not self.topic or self.transactional_id == "":
             raise ConfigError("topic and transactional id must not be empty")
+        if self.topic in PLANNERS and self.topic != self.stream:
+            raise ConfigError(
+                f"topic {self.topic!r} is the {self.topic} stream's: send {self.stream} events "
+                f"to a topic of their own, e.g. {self.stream}"
+            )
         if self.transaction_timeout_ms < 1000:
             raise ConfigError("transaction_timeout_ms must be at least 1000")
 
@@ -121,6 +143,7 @@ def produce(
         options.abort_ratio,
         options.late_by,
     )
+    plan_transactions = PLANNERS[options.stream]
     plans = plan_transactions(seed, start, options.count, options.transaction_size, mix)
     summary.transactional_id = options.identity()
     config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
