@@ -360,6 +360,12 @@ def check(model: StreamModel, source: str) -> None:
             fail(key, f"{duration!r} is not a whole number of seconds", "use at least 1s")
     for i, dimension in enumerate(model.windows.dimensions):
         known(dimension, f"windows.dimensions[{i}]")
+        if fields[dimension].type != FieldType.STRING:
+            fail(
+                f"windows.dimensions[{i}]",
+                f"{dimension!r} is a {fields[dimension].type}",
+                "group windows by string fields only (a missing one groups under '')",
+            )
     if not model.windows.measures:
         fail("windows.measures", "no measure", "declare at least one, e.g. events: {agg: count}")
     for name, measure in model.windows.measures.items():

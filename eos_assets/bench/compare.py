@@ -12,8 +12,9 @@ import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.window_aggregates import window_schema
 from eos_assets.lib.windows import EPOCH
 
 # (window start in microseconds since the epoch, event type, currency; "" for none)
@@ -127,7 +128,9 @@ def window_diff(gold: Mapping[WindowKey, int], peer: Mapping[WindowKey, int]) ->
 def gold_counts(windows_uri: str) -> dict[WindowKey, int]:
     """Event count per window of ``gold/window_aggregates`` (its latest revision)."""
     columns = ["window_start", "event_type", "currency", "event_count"]
-    rows = read_rows(DeltaTable(windows_uri), WINDOW_SCHEMA, columns=columns).to_pylist()
+    rows = read_rows(
+        DeltaTable(windows_uri), window_schema(ORDERS.windows, ORDERS.contract), columns=columns
+    ).to_pylist()
     return {
         ((r["window_start"] - EPOCH) // _US, r["event_type"], r["currency"]): r["event_count"]
         for r in rows

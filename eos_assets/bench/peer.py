@@ -11,8 +11,9 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.window_aggregates import window_schema
 from eos_assets.lib.windows import EPOCH
 
 _US = timedelta(microseconds=1)
@@ -73,7 +74,7 @@ def duckdb_peer(
 
 def _compare(peer: pa.Table, windows_uri: str) -> int:
     """Windows whose counts or amount differ between the peer and gold (0: the same work)."""
-    gold = read_rows(DeltaTable(windows_uri), WINDOW_SCHEMA)
+    gold = read_rows(DeltaTable(windows_uri), window_schema(ORDERS.windows, ORDERS.contract))
     measures = ("event_count", "distinct_orders", "distinct_customers")
 
     def keyed(rows: list[dict], start: str) -> dict[tuple, dict]:

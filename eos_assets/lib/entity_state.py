@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from eos_assets.lib import delta_tables, faults, incremental, increments, txn_ids
 from eos_assets.lib.schema_time import UTC_MICROS
-from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
+from eos_assets.lib.silver_events import stored_schema
 
 UPSTREAM = "silver/events"
 APP = txn_ids.FROM_SILVER
@@ -137,7 +137,7 @@ def _step(
     events = increments.read_files(
         spark,
         attempt.increment.files,
-        delta_tables.spark_schema(delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)),
+        delta_tables.spark_schema(stored_schema(attempt.upstream)),
         "silver_version",
     ).where(F.col(spec.key).isNotNull())
     batch = entity_states(events, spec).cache()

@@ -28,13 +28,13 @@ from pyspark.sql import functions as F
 
 from eos_assets.lib import delta_tables, increments, txn_ids
 from eos_assets.lib.schema_time import UTC_MICROS
-from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
-from eos_assets.lib.windows import NO_CURRENCY
+from eos_assets.lib.windows import NO_VALUE
 
 UPSTREAM = "silver/events"
 APP = txn_ids.FROM_SILVER
 SIZE_APP = txn_ids.WINDOW_SIZE
 KINDS = ("created", "paid", "cancelled", "refunded")
+NO_CURRENCY = NO_VALUE
 
 AFTER_CUSTOMERS = "kpi_daily_after_customers"
 AFTER_COMMIT = "kpi_after_commit"
@@ -71,7 +71,16 @@ CUSTOMERS_SCHEMA = pa.schema(
 )
 KPI_WINDOW_KEY = ("window_start", "currency")
 KPI_DAILY_KEY = ("day", "currency")
-_STORED_EVENTS = delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)
+# The silver/events columns the orders KPIs read, typed as the orders declaration types them.
+_READ_EVENTS = pa.schema(
+    [
+        ("event_type", pa.string()),
+        ("event_time", UTC_MICROS),
+        ("customer_id", pa.string()),
+        ("amount", pa.float64()),
+        ("currency", pa.string()),
+    ]
+)
 
 
 @dataclass
@@ -122,5 +131,5 @@ def counters(rows: DataFrame, group: list[str]) -> DataFrame:
 def read_increment(spark: SparkSession, increment: increments.Increment) -> DataFrame:
     """The new silver rows of ``increment`` with ``silver_version`` (missing currency: "")."""
     return increments.read_files(
-        spark, increment.files, delta_tables.spark_schema(_STORED_EVENTS), "silver_version"
+        spark, increment.files, delta_tables.spark_schema(_READ_EVENTS), "silver_version"
     ).withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))

@@ -22,6 +22,7 @@ from eos_assets.lib.kpi import (
     APP,
     KPI_WINDOW_KEY,
     KPI_WINDOW_SCHEMA,
+    NO_CURRENCY,
     SIZE_APP,
     KpiOutcome,
     counters,
@@ -29,7 +30,7 @@ from eos_assets.lib.kpi import (
     read_increment,
 )
 from eos_assets.lib.window_aggregates import window_rows
-from eos_assets.lib.windows import NO_CURRENCY, at, micros_of
+from eos_assets.lib.windows import at, micros_of
 
 
 def update_kpi_window(

@@ -8,11 +8,11 @@ run of a publisher has the same ``transactional.id``, so the next run's ``init_t
 fences the crashed or hung one (aborting its open transaction), then reads the committed
 position and continues after it.
 
-Record key: the window (``window_start``, ``event_type``, ``currency``) as compact JSON; a key
-always lands in the same partition, in Delta version order. Value: the row as JSON (times in
-ISO 8601 UTC) plus ``delta_version``. A window's states are its revisions (+1 at each
-recomputation) and, within a revision, the moment it becomes final (``is_final``); each state
-is published once.
+Record key: the window (``window_start`` and the stream's dimensions, ``windows.key_columns``)
+as compact JSON; a key always lands in the same partition, in Delta version order. Value: the
+row as JSON (times in ISO 8601 UTC) plus ``delta_version``. A window's states are its
+revisions (+1 at each recomputation) and, within a revision, the moment it becomes final
+(``is_final``); each state is published once.
 """
 
 import contextlib
@@ -30,14 +30,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from eos_assets.lib import delta_io, faults, outbound_changes, outbound_position
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.outbound_position import Position, Session
+from eos_assets.lib.stream_shape import WindowShape
+from eos_assets.lib.windows import key_columns
 
 BEFORE_SEND = "agg_out_before_send"
 AFTER_SEND = "agg_out_after_send"  # records and position sent, transaction open
 AFTER_COMMIT = "agg_out_after_commit"
 CRASH_POINTS = (BEFORE_SEND, AFTER_SEND, AFTER_COMMIT)
 
-KEY = ("window_start", "event_type", "currency")
-IDENTITY = (*KEY, "revision", "is_final")
 _TIMEOUT_S = 60.0
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -62,7 +62,13 @@ def publisher_id(topic: str, table_uri: str) -> str:
     return f"eos-out.{topic}.{digest}"
 
 
+def identity(shape: WindowShape) -> tuple[str, ...]:
+    """The columns that tell one published state of a window from another."""
+    return (*key_columns(shape), "revision", "is_final")
+
+
 def publish_windows(
+    shape: WindowShape,
     table_uri: str,
     config: Mapping[str, str],
     topic: str,
@@ -71,6 +77,8 @@ def publish_windows(
     storage_options: Mapping[str, str] | None = None,
 ) -> PublishOutcome:
     """Publish the window revisions committed after the last published version.
+
+    ``shape`` names the window key (start and dimensions) the records are keyed by.
 
     Raises:
         BrokerError: Kafka refused, or a newer publisher fenced this one.
@@ -86,10 +94,11 @@ def publish_windows(
     first = 0 if session.position.version is None else session.position.version + 1
     faults.crash_point(BEFORE_SEND)
     pending: list[tuple[bytes, bytes]] = []
-    for change in outbound_changes.changes(table_uri, first, current, schema, IDENTITY):
+    key = key_columns(shape)
+    for change in outbound_changes.changes(table_uri, first, current, schema, identity(shape)):
         if not change.rows:
             outcome.skipped_versions[change.version] = change.operation or "no data change"
-        pending += [_record(row, change.version) for row in change.rows]
+        pending += [_record(row, key, change.version) for row in change.rows]
         last = change.version == current
         if len(pending) >= max_records_per_transaction or last:
             _transaction(session, topic, table_uri, pending, change.version)
@@ -162,11 +171,11 @@ def _abort(producer: Producer) -> None:
         producer.abort_transaction(_TIMEOUT_S)
 
 
-def _record(row: Mapping[str, Any], version: int) -> tuple[bytes, bytes]:
+def _record(row: Mapping[str, Any], key: tuple[str, ...], version: int) -> tuple[bytes, bytes]:
     values = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
-    key = json.dumps({k: values[k] for k in KEY}, separators=(",", ":")).encode()
+    record_key = json.dumps({k: values[k] for k in key}, separators=(",", ":")).encode()
     value = json.dumps({**values, "delta_version": version}, separators=(",", ":"))
-    return key, value.encode()
+    return record_key, value.encode()
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eos_assets.lib import delta_tables, faults, file_writer, incremental, increments, txn_ids
-from eos_assets.lib.schema import BRONZE_SCHEMA
-from eos_assets.lib.schema_time import UTC_MICROS
+from eos_assets.lib.schema import bronze_schema
+from eos_assets.lib.stream_shape import Contract
 
 UPSTREAM = "bronze/raw_events"
 APP = txn_ids.FROM_BRONZE
@@ -49,25 +50,28 @@ AFTER_FILES = "silver_events_after_files"
 AFTER_COMMIT = "silver_events_after_commit"
 CRASH_POINTS = (AFTER_FILES, AFTER_COMMIT)
 
-EVENTS_SCHEMA = pa.schema(
-    [
-        ("event_id", pa.string()),
-        ("event_type", pa.string()),
-        ("event_time", UTC_MICROS),
-        ("order_id", pa.string()),
-        ("customer_id", pa.string()),
-        ("amount", pa.float64()),
-        ("currency", pa.string()),
-        ("schema_version", pa.int32()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("kafka_timestamp", UTC_MICROS),
-        ("bronze_version", pa.int64()),
-        ("event_date", pa.date32()),
-    ]
-)
 FIRST_DELIVERY = ("bronze_version", "topic", "partition", "offset")
+_FROM_BRONZE = ("schema_version", "topic", "partition", "offset", "kafka_timestamp")
+
+
+def events_schema(contract: Contract) -> pa.Schema:
+    """The columns of ``silver/events``: id, time, the payload fields in declared order (typed
+    as in bronze), then where the event came from."""
+    bronze = bronze_schema(contract)
+    names = ("event_id", "event_time", *contract.names, *_FROM_BRONZE)
+    return pa.schema(
+        [
+            *[bronze.field(n) for n in names],
+            ("bronze_version", pa.int64()),
+            ("event_date", pa.date32()),
+        ]
+    )
+
+
+def stored_schema(events: DeltaTable) -> pa.Schema:
+    """The columns in the data files of a ``silver/events`` snapshot: its stream's
+    ``events_schema`` but the partition column, read from the table itself."""
+    return delta_tables.data_schema(pa.schema(events.schema().to_arrow()), PARTITION_BY)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -91,6 +95,7 @@ class EventsOutcome:
 
 def update_events(
     spark: SparkSession,
+    contract: Contract,
     bronze_uri: str,
     silver_uri: str,
     storage_options: dict[str, str] | None = None,
@@ -100,12 +105,19 @@ def update_events(
     Raises:
         EosError: bronze was rewritten or its log is gone, or the commit kept losing races.
     """
-    delta_tables.ensure(silver_uri, EVENTS_SCHEMA, PARTITION_BY, storage_options=storage_options)
+    schema = events_schema(contract)
+    delta_tables.ensure(silver_uri, schema, PARTITION_BY, storage_options=storage_options)
     table = incremental.Derived("silver/events", silver_uri, bronze_uri, APP, storage_options)
-    return incremental.run(table, EventsOutcome, lambda a, o: _step(spark, a, o))
+    return incremental.run(table, EventsOutcome, lambda a, o: _step(spark, contract, a, o))
 
 
-def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: EventsOutcome) -> None:
+def _step(
+    spark: SparkSession,
+    contract: Contract,
+    attempt: incremental.Attempt,
+    outcome: EventsOutcome,
+) -> None:
+    schema = events_schema(contract)
     increment = attempt.increment
     outcome.bronze_versions = attempt.versions
     # The batch's counts and event-time spans come from three columns read with Arrow on the
@@ -119,12 +131,13 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: EventsOutc
     outcome.existing_files_read = len(existing_files)
     outcome.existing_rows_read = sum(f.records for f in existing_files)
     bronze = increments.read_files(
-        spark, increment.files, delta_tables.spark_schema(BRONZE_SCHEMA), "bronze_version"
+        spark,
+        increment.files,
+        delta_tables.spark_schema(bronze_schema(contract)),
+        "bronze_version",
     )
-    existing = delta_tables.read_spark(
-        spark, [f.uri for f in existing_files], EVENTS_SCHEMA, PARTITION_BY
-    )
-    new = first_of(ranked_deliveries(bronze)).join(
+    existing = delta_tables.read_spark(spark, [f.uri for f in existing_files], schema, PARTITION_BY)
+    new = first_of(ranked_deliveries(bronze, schema)).join(
         existing.select("event_id"), "event_id", "left_anti"
     )
     outcome.seconds["plan_read"] = time.monotonic() - attempt.started
@@ -132,7 +145,7 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: EventsOutc
     actions = file_writer.write_files(
         new.withColumn("_span", _span(F.col("event_time"))),
         attempt.table.uri,
-        EVENTS_SCHEMA,
+        schema,
         partition_by="event_date",
         split_by="_span",
         sort_by="event_time",
@@ -144,9 +157,7 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: EventsOutc
     outcome.seconds["write"] = time.monotonic() - began
     faults.crash_point(AFTER_FILES)
     metadata = attempt.metadata("silver_events", **{"eos.inserted": outcome.inserted})
-    delta_tables.commit_adds(
-        attempt.target, actions, EVENTS_SCHEMA, PARTITION_BY, attempt.txns, metadata
-    )
+    delta_tables.commit_adds(attempt.target, actions, schema, PARTITION_BY, attempt.txns, metadata)
     faults.crash_point(AFTER_COMMIT)
 
 
@@ -172,13 +183,14 @@ def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list
     return valid.num_rows, firsts, spans
 
 
-def ranked_deliveries(bronze: DataFrame) -> DataFrame:
+def ranked_deliveries(bronze: DataFrame, schema: pa.Schema) -> DataFrame:
     """The valid rows of ``bronze`` (with ``bronze_version``), ranked per event in delivery order.
 
-    ``_rank`` is 1 for the first delivery of each event.
+    The columns are those of ``schema`` (``events_schema``) but ``event_date``; ``_rank`` is 1
+    for the first delivery of each event.
     """
     order = Window.partitionBy("event_id").orderBy(*FIRST_DELIVERY)
-    names = [n for n in EVENTS_SCHEMA.names if n != "event_date"]
+    names = [n for n in schema.names if n != "event_date"]
     return (
         bronze.where(F.col("error").isNull())
         .select(*names)

@@ -1,9 +1,11 @@
 """``gold/window_aggregates`` and ``gold/late_events``, kept incrementally from silver/events.
 
-Per window (``windows.py`` has the rules): event count, distinct orders, distinct customers,
-amount sum. Distinct counts are not additive, so a window touched by new silver rows is
-recomputed from the silver rows of that window only (files pruned by date and event-time
-statistics); every other window is left alone, except that windows the watermark passes are
+Per window (``windows.py`` has the rules) and value of the stream's dimensions: the measures
+the stream declares (``WindowShape``): ``count`` (events), ``count_distinct`` (distinct non-null
+values of a field), ``sum`` (0 without a value), ``min`` and ``max`` (null without a value).
+Distinct counts are not additive, so a window touched by new silver rows is recomputed from
+the silver rows of that window only (files pruned by date and event-time statistics); every
+other window is left alone, except that windows the watermark passes are
 rewritten with ``is_final``.
 
 **State.** ``gold/window_aggregates`` keeps, as ``txn`` actions committed with its rows, the
@@ -12,7 +14,8 @@ and the window size (a size change would mix grains, so it is refused). ``gold/l
 committed first with its own ``txn``; its rows carry their ``silver_version`` so that a re-run
 after a crash between the two commits neither loses nor repeats a late event.
 
-Columns of a window row: ``revision``, ``is_final``, ``late_events`` (late arrivals so far),
+Columns of a window row (``window_schema``): ``window_start``, ``window_end``, the dimensions,
+the measures, then ``revision``, ``is_final``, ``late_events`` (late arrivals so far),
 ``watermark`` (when the row was last written), ``silver_version`` (consumed when recomputed).
 """
 
@@ -28,28 +31,42 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from eos_assets.lib import delta_tables, faults, incremental, increments
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.schema_time import UTC_MICROS
 from eos_assets.lib.silver_events import (
-    EVENTS_SCHEMA,
     PARTITION_BY,
+    events_schema,
     merge_ranges,
+    stored_schema,
     time_ranges_predicate,
+)
+from eos_assets.lib.stream_shape import (
+    COUNT,
+    COUNT_DISTINCT,
+    DOUBLE,
+    LONG,
+    MIN,
+    STRING,
+    SUM,
+    Contract,
+    Measure,
+    WindowShape,
 )
 from eos_assets.lib.windows import (
     APP,
-    KEY,
     MAX_EVENT_TIME_APP,
-    NO_CURRENCY,
+    NO_VALUE,
     SIZE_APP,
     WATERMARK_APP,
     Progress,
     WindowSpec,
     at,
+    key_columns,
     micros_of,
     progress,
     revise,
@@ -59,33 +76,67 @@ AFTER_LATE_EVENTS = "windows_after_late_events"
 AFTER_COMMIT = "windows_after_commit"
 CRASH_POINTS = (AFTER_LATE_EVENTS, AFTER_COMMIT)
 
-WINDOW_SCHEMA = pa.schema(
-    [
-        ("window_start", UTC_MICROS),
-        ("window_end", UTC_MICROS),
-        ("event_type", pa.string()),
-        ("currency", pa.string()),
-        ("event_count", pa.int64()),
-        ("distinct_orders", pa.int64()),
-        ("distinct_customers", pa.int64()),
-        ("amount_sum", pa.float64()),
-        ("late_events", pa.int64()),
-        ("revision", pa.int64()),
-        ("is_final", pa.bool_()),
-        ("watermark", UTC_MICROS),
-        ("silver_version", pa.int64()),
-    ]
-)
-LATE_SCHEMA = pa.schema(
-    [
-        *[EVENTS_SCHEMA.field(n) for n in EVENTS_SCHEMA.names if n != "event_date"],
-        ("silver_version", pa.int64()),
-        ("window_start", UTC_MICROS),
-        ("window_end", UTC_MICROS),
-        ("watermark", UTC_MICROS),
-    ]
-)
-_STORED_EVENTS = delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)
+
+def measure_type(measure: Measure, contract: Contract) -> pa.DataType:
+    """The column type of a measure: counts are int64, a sum of a long int64 and of a double
+    float64, a min or max has its field's type.
+
+    Raises:
+        EosError: a sum of a field that is not a number.
+    """
+    if measure.agg in (COUNT, COUNT_DISTINCT):
+        return pa.int64()
+    field = contract.field(measure.of or "")
+    if measure.agg == SUM:
+        if field.type not in (LONG, DOUBLE):
+            raise EosError(
+                f"the measure {measure.name} sums {field.name}, a {field.type}: sum a "
+                "long or double field"
+            )
+        return pa.int64() if field.type == LONG else pa.float64()
+    return events_schema(contract).field(field.name).type
+
+
+def window_schema(shape: WindowShape, contract: Contract) -> pa.Schema:
+    """The columns of ``gold/window_aggregates`` for the stream's windows.
+
+    Raises:
+        EosError: a dimension is not a string field (a window's key never holds a null, and
+            only a string has a value, ``""``, that stands for a missing one).
+    """
+    for name in shape.dimensions:
+        kind = contract.field(name).type
+        if kind != STRING:
+            raise EosError(
+                f"the window dimension {name} is a {kind}: group windows by string fields only"
+            )
+    return pa.schema(
+        [
+            ("window_start", UTC_MICROS),
+            ("window_end", UTC_MICROS),
+            *[(name, pa.string()) for name in shape.dimensions],
+            *[(m.name, measure_type(m, contract)) for m in shape.measures],
+            ("late_events", pa.int64()),
+            ("revision", pa.int64()),
+            ("is_final", pa.bool_()),
+            ("watermark", UTC_MICROS),
+            ("silver_version", pa.int64()),
+        ]
+    )
+
+
+def late_schema(contract: Contract) -> pa.Schema:
+    """The columns of ``gold/late_events``: the silver event, and the window it was late for."""
+    events = events_schema(contract)
+    return pa.schema(
+        [
+            *[events.field(n) for n in events.names if n != "event_date"],
+            ("silver_version", pa.int64()),
+            ("window_start", UTC_MICROS),
+            ("window_end", UTC_MICROS),
+            ("watermark", UTC_MICROS),
+        ]
+    )
 
 
 @dataclass
@@ -107,6 +158,8 @@ class WindowsOutcome:
 
 def update_windows(
     spark: SparkSession,
+    shape: WindowShape,
+    contract: Contract,
     events_uri: str,
     windows_uri: str,
     late_uri: str,
@@ -116,16 +169,16 @@ def update_windows(
     """Recompute the windows touched by new silver rows; flag late events and final windows.
 
     Raises:
-        EosError: the window size differs from the table's, silver was rewritten, or
-            commits kept conflicting.
+        EosError: the window size differs from the table's, silver was rewritten,
+            commits kept conflicting, or a dimension is not a string field.
     """
     delta_tables.ensure(
         windows_uri,
-        WINDOW_SCHEMA,
+        window_schema(shape, contract),
         configuration=delta_tables.merged_table_config(),
         storage_options=storage_options,
     )
-    delta_tables.ensure(late_uri, LATE_SCHEMA, storage_options=storage_options)
+    delta_tables.ensure(late_uri, late_schema(contract), storage_options=storage_options)
     size_s = int(spec.size.total_seconds())
 
     def check(dt: DeltaTable) -> None:
@@ -145,19 +198,49 @@ def update_windows(
         companions=(late_uri,),
         check=check,
     )
-    return incremental.run(table, WindowsOutcome, lambda a, o: _step(spark, spec, a, o))
+    stream = _Stream(shape, contract)
+    return incremental.run(table, WindowsOutcome, lambda a, o: _step(spark, stream, spec, a, o))
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """What one stream's windows group by and compute, and the columns of its events."""
+
+    shape: WindowShape
+    contract: Contract
+
+    @property
+    def dimensions(self) -> list[str]:
+        return list(self.shape.dimensions)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return window_schema(self.shape, self.contract)
+
+    def key(self, row: Any) -> tuple:
+        """The key of the window of a Spark row: start (``_start``, micros), dimensions."""
+        return (row["_start"], *(row[d] for d in self.shape.dimensions))
 
 
 def _step(
-    spark: SparkSession, spec: WindowSpec, attempt: incremental.Attempt, outcome: WindowsOutcome
+    spark: SparkSession,
+    stream: _Stream,
+    spec: WindowSpec,
+    attempt: incremental.Attempt,
+    outcome: WindowsOutcome,
 ) -> None:
     dt, (late_dt,) = attempt.target, attempt.companions
+    late_columns = late_schema(stream.contract)
     state = delta_tables.txn_versions(dt, [MAX_EVENT_TIME_APP, WATERMARK_APP])
     increment = attempt.increment
     outcome.silver_versions = attempt.versions
-    events = increments.read_files(
-        spark, increment.files, delta_tables.spark_schema(_STORED_EVENTS), "silver_version"
-    ).withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))
+    stored = delta_tables.data_schema(events_schema(stream.contract), PARTITION_BY)
+    events = _fill_dimensions(
+        increments.read_files(
+            spark, increment.files, delta_tables.spark_schema(stored), "silver_version"
+        ),
+        stream.shape,
+    )
     maxima = {
         int(r["v"]): int(r["m"])
         for r in events.groupBy(F.col("bronze_version").alias("v"))
@@ -167,34 +250,53 @@ def _step(
     moved = progress(state[MAX_EVENT_TIME_APP], state[WATERMARK_APP], maxima, spec.grace_us)
     flagged = _flag_late(spark, events, moved, spec.size_us).cache()
     try:
-        late_rows = flagged.where("late").select(*LATE_SCHEMA.names).toArrow()
+        late_rows = flagged.where("late").select(*late_columns.names).toArrow()
         touched = (
-            flagged.groupBy("_start", "event_type", "currency")
+            flagged.groupBy("_start", *stream.dimensions)
             .agg(F.count(F.lit(1)).alias("events"), F.sum(F.col("late").cast("long")).alias("late"))
             .collect()
         )
     finally:
         flagged.unpersist()
     outcome.events = sum(int(r["events"]) for r in touched)
-    late = {(r["_start"], r["event_type"], r["currency"]): int(r["late"]) for r in touched}
+    late = {stream.key(r): int(r["late"]) for r in touched}
     late = {k: n for k, n in late.items() if n}
     outcome.late_events = late_rows.num_rows
-    keys = [(r["_start"], r["event_type"], r["currency"]) for r in touched]
-    recomputed, outcome.silver_rows_read = _recompute(spark, attempt.upstream, keys, spec.size_us)
-    existing = _existing(dt, recomputed, state[WATERMARK_APP], moved.watermark, spec.size_us)
-    rows = revise(existing, recomputed, late, moved.watermark, increment.version, spec.size_us)
+    keys = [stream.key(r) for r in touched]
+    recomputed, outcome.silver_rows_read = _recompute(
+        spark, stream, attempt.upstream, keys, spec.size_us
+    )
+    existing = _existing(
+        dt, stream, recomputed, state[WATERMARK_APP], moved.watermark, spec.size_us
+    )
+    rows = revise(
+        stream.shape,
+        existing,
+        recomputed,
+        late,
+        moved.watermark,
+        increment.version,
+        spec.size_us,
+    )
     outcome.windows_recomputed = len(recomputed)
     outcome.windows_finalized = len(rows) - len(recomputed)
     outcome.seconds["compute"] = time.monotonic() - attempt.started
 
     began = time.monotonic()
     metadata = attempt.metadata("windows")
-    outcome.late_version = _commit_late(late_dt, late_rows, attempt.txns, metadata)
+    outcome.late_version = _commit_late(late_dt, late_rows, late_columns, attempt.txns, metadata)
     faults.crash_point(AFTER_LATE_EVENTS)
     txns = attempt.txns | {SIZE_APP: int(spec.size.total_seconds())}
     if moved.max_event_time is not None and moved.watermark is not None:
         txns |= {MAX_EVENT_TIME_APP: moved.max_event_time, WATERMARK_APP: moved.watermark}
-    delta_tables.upsert(dt, _to_table(rows), list(KEY), "window_start", txns, metadata)
+    delta_tables.upsert(
+        dt,
+        _to_table(rows, stream.schema),
+        list(key_columns(stream.shape)),
+        "window_start",
+        txns,
+        metadata,
+    )
     faults.crash_point(AFTER_COMMIT)
     outcome.watermark = _time(moved.watermark)
     outcome.seconds["commit"] = time.monotonic() - began
@@ -225,13 +327,14 @@ def window_rows(
 ) -> tuple[DataFrame, int]:
     """Silver rows (of snapshot ``upstream``) whose window starts at one of ``starts``.
 
-    Only files whose date and event-time statistics overlap those windows are read. Returns
-    the rows with ``_start`` (window start, micros) and the row count of the files read.
+    The columns are those the snapshot's files hold (``silver_events.stored_schema``). Only
+    files whose date and event-time statistics overlap those windows are read. Returns the rows
+    with ``_start`` (window start, micros) and the row count of the files read.
     """
     wanted = sorted(set(starts))
     predicate = time_ranges_predicate(merge_ranges([(at(s), at(s + size_us)) for s in wanted]))
     files = delta_tables.data_files(upstream, predicate) if predicate else []
-    rows = delta_tables.read_spark(spark, [f.uri for f in files], EVENTS_SCHEMA, PARTITION_BY)
+    rows = delta_tables.read_spark(spark, [f.uri for f in files], stored_schema(upstream))
     keep = spark.createDataFrame([(s,) for s in wanted], "_start long")
     us = F.unix_micros("event_time")
     framed = rows.withColumn("_start", us - F.pmod(us, F.lit(size_us)))
@@ -239,38 +342,73 @@ def window_rows(
 
 
 def _recompute(
-    spark: SparkSession, upstream: DeltaTable, keys: list[tuple], size_us: int
+    spark: SparkSession, stream: _Stream, upstream: DeltaTable, keys: list[tuple], size_us: int
 ) -> tuple[dict[tuple, dict[str, Any]], int]:
     if not keys:
         return {}, 0
     rows, read = window_rows(spark, upstream, [k[0] for k in keys], size_us)
-    wanted = spark.createDataFrame(keys, "_start long, event_type string, currency string")
+    group = ["_start", *stream.dimensions]
+    wanted = spark.createDataFrame(
+        keys,
+        StructType(
+            [
+                StructField("_start", LongType()),
+                *[StructField(d, StringType()) for d in stream.dimensions],
+            ]
+        ),
+    )
+    measures = stream.shape.measures
     aggregates = (
-        rows.withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))
-        .join(F.broadcast(wanted), ["_start", "event_type", "currency"])
-        .groupBy("_start", "event_type", "currency")
-        .agg(
-            F.count(F.lit(1)).alias("event_count"),
-            F.count_distinct("order_id").alias("distinct_orders"),
-            F.count_distinct("customer_id").alias("distinct_customers"),
-            F.sum("amount").alias("amount_sum"),
-        )
+        _fill_dimensions(rows, stream.shape)
+        .join(F.broadcast(wanted), group)
+        .groupBy(*group)
+        .agg(*[_aggregate(m, stream.contract).alias(m.name) for m in measures])
         .collect()
     )
     fresh = {
-        (r["_start"], r["event_type"], r["currency"]): {
-            "event_count": int(r["event_count"]),
-            "distinct_orders": int(r["distinct_orders"]),
-            "distinct_customers": int(r["distinct_customers"]),
-            "amount_sum": float(r["amount_sum"] or 0.0),
-        }
+        stream.key(r): {m.name: _value(r[m.name], m, stream.contract) for m in measures}
         for r in aggregates
     }
     return fresh, read
 
 
+def _fill_dimensions(frame: DataFrame, shape: WindowShape) -> DataFrame:
+    """``frame`` with a missing dimension value as ``NO_VALUE``: a window key is never null."""
+    for name in shape.dimensions:
+        frame = frame.withColumn(name, F.coalesce(F.col(name), F.lit(NO_VALUE)))
+    return frame
+
+
+def _aggregate(measure: Measure, contract: Contract) -> Column:
+    """The Spark aggregate of ``measure``; a timestamp min or max in microseconds."""
+    if measure.agg == COUNT:
+        return F.count(F.lit(1))
+    of = F.col(measure.of or "")
+    if measure.agg == COUNT_DISTINCT:
+        return F.count_distinct(of)
+    kind = measure_type(measure, contract)
+    if measure.agg == SUM:
+        spark_type = "bigint" if kind == pa.int64() else "double"
+        return F.coalesce(F.sum(of), F.lit(0)).cast(spark_type)
+    extreme = F.min(of) if measure.agg == MIN else F.max(of)
+    return F.unix_micros(extreme) if kind == UTC_MICROS else extreme
+
+
+def _value(value: Any, measure: Measure, contract: Contract) -> Any:
+    """A collected aggregate as the window row holds it (times in microseconds)."""
+    if value is None:
+        return None
+    kind = measure_type(measure, contract)
+    if kind == pa.int64() or kind == UTC_MICROS:
+        return int(value)
+    if kind == pa.float64():
+        return float(value)
+    return value
+
+
 def _existing(
     dt: DeltaTable,
+    stream: _Stream,
     recomputed: Mapping[tuple, Any],
     watermark_before: int | None,
     watermark_after: int | None,
@@ -292,20 +430,25 @@ def _existing(
         for a, b in merged
     )
     rows = []
-    for row in delta_tables.read_rows(dt, WINDOW_SCHEMA, predicate).to_pylist():
+    key_names = key_columns(stream.shape)
+    for row in delta_tables.read_rows(dt, stream.schema, predicate).to_pylist():
         row = {k: micros_of(v) for k, v in row.items()}
         becomes_final = (
             watermark_after is not None
             and row["window_end"] <= watermark_after
             and not row["is_final"]
         )
-        if tuple(row[k] for k in KEY) in recomputed or becomes_final:
+        if tuple(row[k] for k in key_names) in recomputed or becomes_final:
             rows.append(row)
     return rows
 
 
 def _commit_late(
-    late_dt: DeltaTable, late_rows: pa.Table, txns: Mapping[str, int], metadata: Mapping[str, Any]
+    late_dt: DeltaTable,
+    late_rows: pa.Table,
+    schema: pa.Schema,
+    txns: Mapping[str, int],
+    metadata: Mapping[str, Any],
 ) -> int | None:
     """Append the late events not committed yet (a re-run after a crash skips them)."""
     done = late_dt.transaction_version(APP)
@@ -315,17 +458,17 @@ def _commit_late(
         return None
     write_deltalake(
         late_dt,
-        late_rows.select(LATE_SCHEMA.names).cast(LATE_SCHEMA),
+        late_rows.select(schema.names).cast(schema),
         mode="append",
         commit_properties=delta_tables.commit_properties(txns, metadata),
     )
     return late_dt.version()
 
 
-def _to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    times = ("window_start", "window_end", "watermark")
+def _to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    times = {f.name for f in schema if f.type == UTC_MICROS}
     converted = [{k: (_time(v) if k in times else v) for k, v in r.items()} for r in rows]
-    return pa.Table.from_pylist(converted, schema=WINDOW_SCHEMA)
+    return pa.Table.from_pylist(converted, schema=schema)
 
 
 def _time(us: int | None) -> datetime | None:

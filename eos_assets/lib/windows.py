@@ -1,7 +1,8 @@
 """Event-time tumbling windows with a grace period: the rules, without Spark or Delta.
 
-**Windows.** ``[start, start + size)`` aligned on the epoch (UTC), per ``event_type`` and
-``currency`` (a missing currency is ``""``).
+**Windows.** ``[start, start + size)`` aligned on the epoch (UTC), per value of the stream's
+dimensions (``WindowShape.dimensions``: string payload fields; a missing value is ``""``, so
+that a window's key never holds a null).
 
 **Watermark and finality.** Arrival order is the bronze version that brought an event (a
 silver row's ``bronze_version``), so results do not depend on how often the window asset runs.
@@ -23,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eos_assets.lib import txn_ids
+from eos_assets.lib.stream_shape import WindowShape
 
 UPSTREAM = "silver/events"
 APP = txn_ids.FROM_SILVER
@@ -30,8 +32,7 @@ APP = txn_ids.FROM_SILVER
 MAX_EVENT_TIME_APP = txn_ids.MAX_EVENT_TIME
 WATERMARK_APP = txn_ids.WATERMARK
 SIZE_APP = txn_ids.WINDOW_SIZE
-NO_CURRENCY = ""
-KEY = ("window_start", "event_type", "currency")
+NO_VALUE = ""  # a string dimension's missing value
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -60,6 +61,11 @@ class Progress:
     before: Mapping[int, int | None]
     max_event_time: int | None
     watermark: int | None
+
+
+def key_columns(shape: WindowShape) -> tuple[str, ...]:
+    """The columns that identify a window: its start, then the dimensions in declared order."""
+    return ("window_start", *shape.dimensions)
 
 
 def window_start(micros: int, size_us: int) -> int:
@@ -94,6 +100,7 @@ def is_late(window_end_us: int, watermark_before: int | None) -> bool:
 
 
 def revise(
+    shape: WindowShape,
     existing: Iterable[Mapping[str, Any]],
     recomputed: Mapping[tuple, Mapping[str, Any]],
     late: Mapping[tuple, int],
@@ -104,16 +111,18 @@ def revise(
     """The rows to upsert: every recomputed window, and existing ones that became final.
 
     Args:
+        shape: the windows' dimensions and measures.
         existing: current rows of (at least) the recomputed windows and of windows whose end
             lies at or before ``watermark``; times as microseconds.
-        recomputed: key -> fresh aggregates (``event_count``, ``distinct_orders``,
-            ``distinct_customers``, ``amount_sum``).
+        recomputed: key (start micros, then the dimensions' values, as ``key_columns``) ->
+            fresh values of the measures.
         late: key -> late events of this batch.
         watermark: the watermark after this batch.
         silver_version: the silver version consumed.
         size_us: the window size.
     """
-    current = {tuple(r[k] for k in KEY): dict(r) for r in existing}
+    key_names = key_columns(shape)
+    current = {tuple(r[k] for k in key_names): dict(r) for r in existing}
     rows: list[dict[str, Any]] = []
     for key, aggregates in recomputed.items():
         before = current.get(key, {})
@@ -122,8 +131,7 @@ def revise(
             {
                 "window_start": key[0],
                 "window_end": end,
-                "event_type": key[1],
-                "currency": key[2],
+                **dict(zip(shape.dimensions, key[1:], strict=True)),
                 **aggregates,
                 "late_events": before.get("late_events", 0) + late.get(key, 0),
                 "revision": before.get("revision", 0) + 1,

@@ -7,14 +7,15 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import delta_tables
 from eos_assets.lib.entity_state import EntitySpec, Fold, combine, entity_states
 from eos_assets.lib.schema_time import UTC_MICROS
-from eos_assets.lib.silver_events import EVENTS_SCHEMA, PARTITION_BY
+from eos_assets.lib.silver_events import PARTITION_BY, events_schema
 from eos_assets_tests.graph import ORDER_STATE_SCHEMA, ORDERS_ENTITY
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-STORED = delta_tables.data_schema(EVENTS_SCHEMA, PARTITION_BY)
+STORED = delta_tables.data_schema(events_schema(ORDERS.contract), PARTITION_BY)
 
 
 def _event(n: int, kind: str, order: str, seconds: int, offset: int, amount: float) -> dict:

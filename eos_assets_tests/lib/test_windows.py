@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.windows import WindowSpec, is_late, progress, revise, window_start
 
 MIN = 60_000_000  # one minute in microseconds
@@ -65,6 +66,7 @@ def test_revise_bumps_revisions_adds_late_events_and_finalizes_untouched_windows
     new_key = (20 * MIN, "order_paid", "EUR")
     existing = [_row(0, 2, 1, True), _row(5 * MIN, 1, 0, False), _row(10 * MIN, 1, 0, False)]
     rows = revise(
+        ORDERS.windows,
         existing,
         {late_key: aggregates, new_key: aggregates},
         {late_key: 2},

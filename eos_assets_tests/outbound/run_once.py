@@ -13,6 +13,7 @@ import json
 import sys
 from dataclasses import asdict
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.alert_notify import notify
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound_publish import publish_windows
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
             config = {"bootstrap.servers": args.bootstrap}
             if args.transaction_timeout_ms is not None:
                 config["transaction.timeout.ms"] = str(args.transaction_timeout_ms)
-            result = asdict(publish_windows(args.table, config, args.topic, 3, args.max_records))
+            result = asdict(
+                publish_windows(ORDERS.windows, args.table, config, args.topic, 3, args.max_records)
+            )
         else:
             policy = read_alert_policy()
             result = asdict(notify(args.kpi, args.windows, args.ledger, args.url, policy))

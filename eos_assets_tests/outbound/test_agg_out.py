@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import outbound_publish
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import (
@@ -108,10 +109,10 @@ def test_later_versions_are_published_once_and_compaction_and_vacuum_publish_not
     table = windows_uri(lake)
     topic = f"agg-out-later-{uuid.uuid4().hex[:6]}"
     config = {"bootstrap.servers": kafka_bootstrap}
-    first = outbound_publish.publish_windows(table, config, topic, 3, 25)
+    first = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 25)
     assert first.records == len(history(table)) > 0
     gold_lakes.copy("final", lake)  # the next versions of the same table arrive
-    second = outbound_publish.publish_windows(table, config, topic, 3, 25)
+    second = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 25)
     assert second.first_version == first.table_version + 1
     assert "OPTIMIZE" in second.skipped_versions.values()
     want = history(table)
@@ -119,7 +120,7 @@ def test_later_versions_are_published_once_and_compaction_and_vacuum_publish_not
     DeltaTable(table).vacuum(
         retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
     )
-    third = outbound_publish.publish_windows(table, config, topic, 3, 25)
+    third = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 25)
     assert third.records == 0
     assert {"VACUUM START", "VACUUM END"} <= set(third.skipped_versions.values())
     assert score(published(read_committed, topic), want) == (0, 0, 0)

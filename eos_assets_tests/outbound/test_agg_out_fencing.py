@@ -13,9 +13,10 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from deltalake import DeltaTable
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults, outbound_position, outbound_publish
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.window_aggregates import window_schema
 from eos_assets_tests.faults.harness import Ledger, finish, wait_for_files
 from eos_assets_tests.outbound.conftest import (
     GoldLakes,
@@ -53,7 +54,7 @@ def test_a_paused_zombie_publisher_is_fenced_by_the_next_run_and_its_commit_fail
     wait_for_files(tmp_path, f"{point}-*.ready", 1, 90, zombie)  # its first transaction open
     assert open_records(kafka_bootstrap, topic) > 0
     config = {"bootstrap.servers": kafka_bootstrap}
-    successor = outbound_publish.publish_windows(table, config, topic, 3, 25)
+    successor = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 25)
     (tmp_path / faults.RELEASE).touch()
     finish(zombie)
     assert zombie.outcome and not zombie.outcome["ok"], zombie.tail()
@@ -84,7 +85,9 @@ def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_show
     publisher = outbound_publish.publisher_id(topic, table)
     zombie_config = {**config, "transaction.timeout.ms": str(ZOMBIE_TIMEOUT_MS)}
     zombie = outbound_position.start(zombie_config, topic, publisher)
-    row = read_rows(DeltaTable(table), WINDOW_SCHEMA).to_pylist()[0]
+    row = read_rows(DeltaTable(table), window_schema(ORDERS.windows, ORDERS.contract)).to_pylist()[
+        0
+    ]
     value = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
     zombie.producer.begin_transaction()
     zombie.producer.produce(topic, key=b"zombie", value=json.dumps(value).encode())
@@ -93,7 +96,7 @@ def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_show
     zombie.producer.produce(outbound_position.position_topic(topic), key=key, value=position)
     assert zombie.producer.flush(30) == 0
     assert open_records(kafka_bootstrap, topic) == 1
-    successor = outbound_publish.publish_windows(table, config, topic, 3, 25)
+    successor = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 25)
     with pytest.raises(KafkaException) as refused:
         zombie.producer.commit_transaction(30)
     assert refused.value.args[0].fatal()
@@ -118,7 +121,7 @@ def test_an_open_transaction_of_another_publisher_does_not_hide_this_ones_positi
     table = windows_uri(lake)
     topic = f"agg-out-shared-{uuid.uuid4().hex[:6]}"
     config = {"bootstrap.servers": kafka_bootstrap}
-    first = outbound_publish.publish_windows(table, config, topic, 3, 10_000)
+    first = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 10_000)
     gold_lakes.copy("final", lake)
     point = outbound_publish.BEFORE_SEND  # position read, nothing sent yet
     args = publish_args(table, kafka_bootstrap, topic, 10_000)
@@ -143,7 +146,7 @@ def test_an_open_transaction_of_another_publisher_does_not_hide_this_ones_positi
     assert open_records(kafka_bootstrap, outbound_position.position_topic(topic)) > 0
     # A run now must find the position committed behind that open transaction (it waits for
     # the broker to expire it) instead of publishing the late run's versions again.
-    again = outbound_publish.publish_windows(table, config, topic, 3, 10_000)
+    again = outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 10_000)
     assert again.records == 0
     want = history(table)
     assert score(published(read_committed, topic), want) == (0, 0, 0)
