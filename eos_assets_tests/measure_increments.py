@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import (
     entity_state,
@@ -39,7 +40,9 @@ def derived(spark: SparkSession, root: Path) -> dict[str, tuple[float, dict[str,
     uri = {n: str(root / n) for n in ("bronze/raw_events", "silver/events")}
     out: dict[str, tuple[float, dict[str, int]]] = {}
     began = time.monotonic()
-    ev = silver_events.update_events(spark, uri["bronze/raw_events"], uri["silver/events"])
+    ev = silver_events.update_events(
+        spark, ORDERS.contract, uri["bronze/raw_events"], uri["silver/events"]
+    )
     out["silver/events"] = (
         time.monotonic() - began,
         {
@@ -63,6 +66,8 @@ def derived(spark: SparkSession, root: Path) -> dict[str, tuple[float, dict[str,
     began = time.monotonic()
     wi = window_aggregates.update_windows(
         spark,
+        ORDERS.windows,
+        ORDERS.contract,
         uri["silver/events"],
         str(root / "gold/window_aggregates"),
         str(root / "gold/late_events"),
@@ -120,9 +125,16 @@ def scenario(spark: SparkSession, bootstrap: str, existing: int, batch: int, see
     )
     produce(bootstrap, options, root / "manifest.jsonl")
     config = {"bootstrap.servers": bootstrap}
-    ingest_bronze(spark, bronze, [topic], config, IngestOptions(max_records=existing))
+    ingest_bronze(
+        spark,
+        bronze,
+        [topic],
+        config,
+        IngestOptions(max_records=existing),
+        contract=ORDERS.contract,
+    )
     derived(spark, root)
-    ingest_bronze(spark, bronze, [topic], config)
+    ingest_bronze(spark, bronze, [topic], config, contract=ORDERS.contract)
     return derived(spark, root)
 
 

@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import entity_state, faults, silver_events
 from eos_assets.lib.delta_tables import read_rows
 from eos_assets.lib.schema import to_bronze_table
@@ -45,7 +46,9 @@ def lake(tmp_path: Path) -> dict[str, str]:
         offsets = list(range(len(mine)))
         keys: list[bytes | None] = [None] * len(mine)
         tables.append(
-            to_bronze_table("orders", partition, offsets, [0] * len(mine), keys, list(mine))
+            to_bronze_table(
+                ORDERS.contract, "orders", partition, offsets, [0] * len(mine), keys, list(mine)
+            )
         )
     write_deltalake(uri["bronze"], pa.concat_tables(tables))
     return uri
@@ -68,13 +71,15 @@ def test_racing_silver_runs_insert_each_event_once(
     spark: SparkSession, lake: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def run() -> silver_events.EventsOutcome:
-        return silver_events.update_events(spark, lake["bronze"], lake["silver"])
+        return silver_events.update_events(spark, ORDERS.contract, lake["bronze"], lake["silver"])
 
     rival = _race(monkeypatch, silver_events.AFTER_FILES, run)
     first = run()
     assert rival[0].version == 1 and rival[0].inserted == 30
     assert first.attempts == 2 and first.version is None and first.inserted == 0
-    rows = read_rows(DeltaTable(lake["silver"]), silver_events.EVENTS_SCHEMA).to_pylist()
+    rows = read_rows(
+        DeltaTable(lake["silver"]), silver_events.events_schema(ORDERS.contract)
+    ).to_pylist()
     assert sorted(r["event_id"] for r in rows) == sorted(f"e-{n}" for n in range(30))
     assert DeltaTable(lake["silver"]).version() == 1
 
@@ -82,7 +87,7 @@ def test_racing_silver_runs_insert_each_event_once(
 def test_racing_order_state_merges_fold_each_event_once(
     spark: SparkSession, lake: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    silver_events.update_events(spark, lake["bronze"], lake["silver"])
+    silver_events.update_events(spark, ORDERS.contract, lake["bronze"], lake["silver"])
 
     def run() -> entity_state.EntityStateOutcome:
         return entity_state.update_entity_state(spark, ORDERS_ENTITY, lake["silver"], lake["state"])
