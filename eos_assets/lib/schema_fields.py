@@ -77,11 +77,6 @@ class Layout:
     slots: tuple[Slot, ...]
     schema: pa.Schema
 
-    @property
-    def checked(self) -> tuple[Slot, ...]:
-        """The slots with a kind column, in the order of those columns."""
-        return tuple(s for s in self.slots if s.checked)
-
 
 def kind_column(column: str) -> str:
     """The column holding the JSON kind found in the checked slot ``column`` when wrong."""

@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from eos_assets.declaration import read_declaration
+from eos_assets.examples import declaration
 from eos_assets.lib.contract import Malformed, error_code, field_code
 from eos_assets.lib.schema import bronze_schema, to_bronze_table
 from eos_assets.lib.schema_bulk import MIN_BULK, extract_fields
@@ -25,6 +27,7 @@ from eos_assets.lib.stream_shape import (
     Contract,
     PayloadField,
 )
+from eos_assets.stream_specs import contract as contract_of
 
 VIEWS = Contract(
     id_field="view_id",
@@ -325,6 +328,20 @@ def test_valid_readings(value: bytes, column: str, expected: object) -> None:
 )
 def test_malformed_readings(value: bytes, error: str) -> None:
     assert alone(value, READINGS, reading())["error"] == error
+
+
+def test_the_example_page_views_declaration_reads_page_views() -> None:
+    declared = contract_of(read_declaration(declaration("page_views")))
+    values = [view(user_id="u-1"), view(page=...), view(user_id=7), view(ts="1")] * MIN_BULK
+    rows = bronze(declared, values).to_pylist()[:4]
+    assert [r["error"] for r in rows] == [
+        None,
+        "invalid_page: page is missing or null",
+        None,
+        "invalid_event_time: ts is a string, not a number",
+    ]
+    assert (rows[0]["user_id"], rows[2]["user_id"], rows[0]["event_time"]) == ("u-1", "7", AT)
+    assert "is_entry" not in bronze_schema(declared).names  # not declared there: stays in value
 
 
 def test_each_contract_screens_its_own_keys() -> None:
