@@ -1,6 +1,6 @@
-"""A stream that is not orders, end to end on a real SparkSession: bronze rows of page views
-become silver events and windows of the declared dimensions and measures, equal to a recount in
-plain Python, and a late event restates its window."""
+"""A stream that is not orders, end to end on a real SparkSession: Kafka records of page views
+become bronze rows, silver events and windows of the declared dimension and measures, equal to
+a recount in plain Python; a late event restates its window."""
 
 import json
 from collections import defaultdict
@@ -23,6 +23,7 @@ from eos_assets.lib.stream_shape import (
     ISO8601,
     LONG,
     MAX,
+    MIN,
     STRING,
     SUM,
     Contract,
@@ -51,6 +52,7 @@ SHAPE = WindowShape(
         Measure("sessions", COUNT_DISTINCT, "session_id"),
         Measure("time_ms", SUM, "duration_ms"),
         Measure("longest", MAX, "duration_ms"),
+        Measure("shortest", MIN, "duration_ms"),
     ),
 )
 SPEC = WindowSpec(size=timedelta(minutes=1), grace=timedelta(minutes=1))
@@ -119,6 +121,7 @@ def _recount(views: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
             "sessions": len({v["session_id"] for v in members}),
             "time_ms": sum(durations),
             "longest": max(durations) if durations else None,
+            "shortest": min(durations) if durations else None,
         }
     return out
 
@@ -161,7 +164,11 @@ def test_page_view_windows_equal_a_plain_python_recount(
     assert _measures(first) == _recount(FIRST)
     assert first[(T0, "")]["views"] == 1, "a view without a page counts under the page ''"
     no_duration = first[(T0 + SPEC.size, "/cart")]
-    assert (no_duration["time_ms"], no_duration["longest"]) == (0, None)
+    assert (no_duration["time_ms"], no_duration["longest"], no_duration["shortest"]) == (
+        0,
+        None,
+        None,
+    )
     watermark = T0 + timedelta(minutes=2, seconds=30)
     assert {k for k, r in first.items() if r["is_final"]} == {
         k for k in first if k[0] + SPEC.size <= watermark
