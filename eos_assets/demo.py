@@ -10,9 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.gold import WINDOW_AGGREGATES
-from eos_assets.defs.silver import EVENTS, ORDER_STATE
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import warehouse_file
@@ -167,9 +165,9 @@ def _metadata(result: dg.ExecuteInProcessResult, node: str, key: dg.AssetKey) ->
 
 def _derived_lines(result: dg.ExecuteInProcessResult) -> list[str]:
     """One line per silver and gold table: what this run added."""
-    events = _metadata(result, "silver__events", EVENTS)
-    state = _metadata(result, "silver__order_state", ORDER_STATE)
-    windows = _metadata(result, "window_aggregates", WINDOW_AGGREGATES)
+    events = _metadata(result, "orders__silver__events", ORDERS.events)
+    state = _metadata(result, "orders__silver__entity_state", ORDERS.entity_state)
+    windows = _metadata(result, "orders__gold__window_aggregates", ORDERS.window_aggregates)
     return [
         f"  silver/events: {events['rows_inserted']} events inserted, "
         f"{events['duplicates_in_batch'] + events['duplicates_already_in_silver']} duplicates "
@@ -207,7 +205,7 @@ def _kpi_lines(warehouse: str) -> list[str]:
 
 
 def _bronze_metadata(result: dg.ExecuteInProcessResult) -> dict:
-    for mat in result.asset_materializations_for_node("bronze__raw_events"):
-        if mat.asset_key == RAW_EVENTS:
+    for mat in result.asset_materializations_for_node("orders__bronze__raw_events"):
+        if mat.asset_key == ORDERS.raw_events:
             return {k: v.value for k, v in mat.metadata.items()}
     raise EosError("the demo run did not materialize bronze/raw_events")

@@ -15,6 +15,9 @@ _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
 # EOS_SPARK_CONNECT value for the local server that `eos-assets spark up` starts.
 LOCAL_SPARK = "local"
 
+# Where window revisions go unless EOS_AGG_OUT_TOPIC says otherwise: one topic per stream.
+AGG_OUT_TOPIC = "{stream}-agg-out"
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -36,7 +39,8 @@ class Settings:
         state_dir: where the embedded broker keeps its data and address file.
         kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
             (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
-        agg_out_topic: Kafka topic that window revisions are published to.
+        agg_out_topic: Kafka topic that window revisions are published to; ``{stream}`` in
+            it stands for the stream's name (``agg_out_topic_of``).
         alert_url: HTTP endpoint that KPI alerts are delivered to; None records them only.
     """
 
@@ -49,7 +53,7 @@ class Settings:
     spark_connect: str | None = None
     state_dir: str = ".eos"
     kafka_client: Mapping[str, str] = field(default_factory=dict)
-    agg_out_topic: str = "agg-out"
+    agg_out_topic: str = AGG_OUT_TOPIC
     alert_url: str | None = None
 
     @classmethod
@@ -69,9 +73,13 @@ class Settings:
             spark_connect=_spark_connect(env.get("EOS_SPARK_CONNECT") or None),
             state_dir=env.get("EOS_STATE_DIR") or ".eos",
             kafka_client=kafka_client_properties(env),
-            agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or "agg-out",
+            agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or AGG_OUT_TOPIC,
             alert_url=env.get("EOS_ALERT_URL") or None,
         )
+
+    def agg_out_topic_of(self, stream: str) -> str:
+        """The topic a stream's window revisions are published to."""
+        return self.agg_out_topic.replace("{stream}", stream)
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""

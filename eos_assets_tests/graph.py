@@ -14,29 +14,33 @@ from deltalake import DeltaTable
 
 import eos_assets.streams
 from eos_assets.declaration import read_declaration
+from eos_assets.defs.stream import ORDERS as STREAM
+from eos_assets.lib import kpi, warehouse_file
+from eos_assets.lib.delta_tables import read_rows
+from eos_assets.lib.silver_events import events_schema
+from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.window_aggregates import late_schema, window_schema
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets.stream_specs import entity_spec
-from eos_assets.defs.bronze import raw_events
-from eos_assets.defs.gold import (
+from eos_assets_tests.oracle import Expected
+from eos_assets_tests.orders import (
+    EVENTS,
     KPI_DAILY,
     KPI_DAILY_CUSTOMERS,
     KPI_WINDOW,
     LATE_EVENTS,
+    ORDER_STATE,
     WINDOW_AGGREGATES,
+    events,
     kpi_daily,
     kpi_window,
+    order_state,
+    raw_events,
     serving_kpi,
     window_aggregates,
 )
-from eos_assets.defs.silver import EVENTS, ORDER_STATE, entity_state_asset, events
-from eos_assets.lib import kpi, warehouse_file
-from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.silver_events import EVENTS_SCHEMA
-from eos_assets.lib.spark_env import spark_config
-from eos_assets.lib.window_aggregates import LATE_SCHEMA, WINDOW_SCHEMA
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
-from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests.oracle import Expected
 
 # The shipped orders stream: its entity state is built from its declaration.
 ORDERS = read_declaration(eos_assets.streams.declaration("orders"))
@@ -44,7 +48,6 @@ _ENTITY = entity_spec(ORDERS)
 assert _ENTITY is not None
 ORDERS_ENTITY = _ENTITY
 ORDER_STATE_SCHEMA = ORDERS_ENTITY.schema
-order_state = entity_state_asset(ORDERS_ENTITY)
 DERIVED = [events, order_state, window_aggregates, kpi_window, kpi_daily, serving_kpi]
 ALL = [raw_events, *DERIVED]
 TABLES = (
@@ -62,10 +65,10 @@ def window_config(window_minutes: float, grace_minutes: float) -> dict[str, Any]
     """Run config of the window assets."""
     return {
         "ops": {
-            "window_aggregates": {
+            "orders__gold__window_aggregates": {
                 "config": {"window_minutes": window_minutes, "grace_minutes": grace_minutes}
             },
-            "gold__kpi_window": {"config": {"window_minutes": window_minutes}},
+            "orders__gold__kpi_window": {"config": {"window_minutes": window_minutes}},
         }
     }
 
@@ -137,7 +140,7 @@ def assert_matches_oracle(lake_root: str, want: Expected, warehouse: Path | None
     """Compare every derived table (and the DuckDB mirror) with the oracle."""
     assert_silver(lake_root, want)
     state = table(lake_root, ORDER_STATE, ORDER_STATE_SCHEMA)
-    assert_same({r["order_id"]: r for r in state}, want.order_state, "silver/order_state")
+    assert_same({r["order_id"]: r for r in state}, want.order_state, "orders/silver/entity_state")
     assert_windows(lake_root, want)
     kpi_rows = table(lake_root, KPI_WINDOW, kpi.KPI_WINDOW_SCHEMA)
     assert_same(
@@ -151,7 +154,7 @@ def assert_matches_oracle(lake_root: str, want: Expected, warehouse: Path | None
 
 def assert_silver(lake_root: str, want: Expected) -> None:
     """silver/events holds exactly the oracle's first deliveries, each event once."""
-    silver = table(lake_root, EVENTS, EVENTS_SCHEMA)
+    silver = table(lake_root, EVENTS, events_schema(STREAM.contract))
     assert len({r["event_id"] for r in silver}) == len(silver), "event_id not unique in silver"
     assert_same(
         {r["event_id"]: r for r in silver},
@@ -171,21 +174,21 @@ def assert_silver(lake_root: str, want: Expected) -> None:
             }
             for e in want.events.values()
         },
-        "silver/events",
+        "orders/silver/events",
     )
 
 
 def assert_windows(lake_root: str, want: Expected) -> None:
     """gold/window_aggregates and gold/late_events are the oracle's, each late event once."""
-    rows = table(lake_root, WINDOW_AGGREGATES, WINDOW_SCHEMA)
+    rows = table(lake_root, WINDOW_AGGREGATES, window_schema(STREAM.windows, STREAM.contract))
     assert_same(
         {(r["window_start"], r["event_type"], r["currency"]): r for r in rows},
         want.windows,
-        "gold/window_aggregates",
+        "orders/gold/window_aggregates",
     )
-    late = table(lake_root, LATE_EVENTS, LATE_SCHEMA)
+    late = table(lake_root, LATE_EVENTS, late_schema(STREAM.contract))
     assert len({r["event_id"] for r in late}) == len(late), "a late event recorded twice"
-    assert_same({r["event_id"]: r for r in late}, want.late_events, "gold/late_events")
+    assert_same({r["event_id"]: r for r in late}, want.late_events, "orders/gold/late_events")
 
 
 def assert_served(

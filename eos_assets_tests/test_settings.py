@@ -42,7 +42,9 @@ def test_values_from_the_environment() -> None:
     )
     assert s.kafka_bootstrap == "k1:9092,k2:9092"
     assert s.topics == ("orders", "refunds")
-    assert s.table_uri("bronze", "raw_events") == "s3://bucket/lake/bronze/raw_events"
+    assert (
+        s.table_uri("orders", "bronze", "raw_events") == "s3://bucket/lake/orders/bronze/raw_events"
+    )
     assert s.spark_master == "spark://m:7077"
 
 
@@ -166,9 +168,9 @@ def test_missing_delta_jars_load_the_definitions_and_fail_a_run_with_one_line(
             "print(type(defs.resources['pyspark']).__name__)",
             "job = defs.resolve_implicit_global_asset_job_def()",
             "result = job.execute_in_process(",
-            "    asset_selection=[dg.AssetKey(['bronze', 'raw_events'])],",
+            "    asset_selection=[dg.AssetKey(['orders', 'bronze', 'raw_events'])],",
             "    instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)",
-            "failure = result.failure_data_for_node('bronze__raw_events')",
+            "failure = result.failure_data_for_node('orders__bronze__raw_events')",
             "print(failure.user_failure_data.description)",
         ]
     )

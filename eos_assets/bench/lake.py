@@ -13,9 +13,8 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 import eos_assets.streams
+from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
-from eos_assets.stream_specs import entity_spec
-from eos_assets.defs import bronze, checks, derived_checks, gold, silver
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
@@ -26,23 +25,17 @@ from eos_assets.resources.warehouse import WarehouseResource
 CHECK_ENV = {"EOS_MALFORMED_MAX_RATE": "0.02", "EOS_AUDIT_BUDGET_S": "60"}
 # A per-run cap larger than any backlog: the whole backlog in one ingest run.
 UNCAPPED = 1 << 62
-BRONZE = [bronze.raw_events]
 # The bench runs the shipped orders stream.
-ORDERS = read_declaration(eos_assets.streams.declaration("orders"))
-ORDERS_ENTITY = entity_spec(ORDERS)
-assert ORDERS_ENTITY is not None
+ORDERS = builtin.build(read_declaration(eos_assets.streams.declaration("orders")))
+BRONZE = [ORDERS.raw_events]
+assert ORDERS.entity_state is not None
 DERIVED = [
-    silver.events,
-    silver.entity_state_asset(ORDERS_ENTITY),
-    gold.window_aggregates,
-    gold.kpi_window,
-    gold.kpi_daily,
-    gold.serving_kpi,
+    ORDERS.events,
+    ORDERS.entity_state,
+    ORDERS.window_aggregates,
+    *ORDERS.revenue,  # kpi_window, kpi_daily, serving_kpi
 ]
-ALL_CHECKS = [
-    *dg.load_asset_checks_from_modules([checks]),
-    *dg.load_asset_checks_from_modules([derived_checks]),
-]
+ALL_CHECKS = [*ORDERS.bronze_checks, *ORDERS.derived_checks, ORDERS.revenue_checks[0]]
 
 
 def start_spark(master: str, extra_jars: Sequence[str] = ()) -> SparkSession:
@@ -102,9 +95,9 @@ class BenchLake:
         ``max_records`` caps the ingest run (run config ``max_records_per_run``).
         """
         run_config: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-        if max_records is not None and any(a is bronze.raw_events for a in assets):
+        if max_records is not None and any(a is ORDERS.raw_events for a in assets):
             run_config["ops"] = {
-                "bronze__raw_events": {"config": {"max_records_per_run": max_records}}
+                "orders__bronze__raw_events": {"config": {"max_records_per_run": max_records}}
             }
         defs: list[Any] = list(assets)
         if checks:

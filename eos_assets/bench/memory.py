@@ -55,8 +55,8 @@ def main() -> None:
     start_spark(args.master)
     lake = BenchLake(args.root, args.bootstrap, args.topic, args.master)
     times = lake.materialize(BRONZE, args.max_records)
-    records = times.metadata["bronze/raw_events"]["records"]
-    print(json.dumps({"records": records, "seconds": times.steps["bronze__raw_events"]}))
+    records = times.metadata["orders/bronze/raw_events"]["records"]
+    print(json.dumps({"records": records, "seconds": times.steps["orders__bronze__raw_events"]}))
 
 
 if __name__ == "__main__":

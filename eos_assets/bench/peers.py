@@ -20,7 +20,7 @@ from eos_assets.lib import kafka_tools
 
 SS_TARGET, SS_GOAL = 1.0, 1.5
 # The steps of our graph that take Kafka records to final windows.
-TO_WINDOWS = ("raw_events", "silver__events", "window_aggregates")
+TO_WINDOWS = ("raw_events", "orders__silver__events", "orders__gold__window_aggregates")
 
 
 def _point(panel: str, system: str, value: float) -> dict[str, object]:

@@ -150,7 +150,7 @@ def _peers(
 ) -> None:
     """SS silver + windows, Kafka Streams and the producer ceiling, against the main lake;
     then SS's and Kafka Streams' event -> result latency."""
-    gold = compare.gold_counts(lake.uri("gold", "window_aggregates"))
+    gold = compare.gold_counts(lake.uri("orders", "gold", "window_aggregates"))
     table = work / "ss-windows" / "windows"
     line = peers.ss_windows_line(spark, client, stream.topic, table, first, stream.produced, gold)
     report.add(line)

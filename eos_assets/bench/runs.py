@@ -34,7 +34,7 @@ INSTANCE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.local.
 WARM = "warm Spark server"
 PER_RUN = "per-run Spark session"
 STREAM_JOB = "ingest_and_refresh"
-SERVING_STEP = "serving__kpi"
+SERVING_STEP = "orders__serving__kpi"
 PRIMING_EVENTS = 1_000
 TIMEOUT_S = 900.0
 

@@ -20,7 +20,13 @@ CHECKS_TARGET_S = 10.0
 # Scheduled checks: they read Kafka, not the lake, and run on their own schedules.
 SCHEDULED = ("fresh_within_max_age", "matches_kafka_log")
 # The steps of an ingest_and_refresh run on the way to the KPIs in DuckDB, in their order.
-KPI_PATH = ("bronze__raw_events", "silver__events", "gold__kpi_window", "kpi_daily", "serving__kpi")
+KPI_PATH = (
+    "orders__bronze__raw_events",
+    "orders__silver__events",
+    "orders__gold__kpi_window",
+    "orders__gold__kpi_daily",
+    "orders__serving__kpi",
+)
 
 
 def ingest_stage(
@@ -104,7 +110,7 @@ def ingest_stage(
 def graph_stage(times: RunTimes, events: int, ceiling: float | None) -> list[Measurement]:
     """Per-asset step durations of the whole graph built from empty."""
     steps = {k: round(v, 2) for k, v in times.steps.items()}
-    bronze = times.steps.get("bronze__raw_events", 0.0)
+    bronze = times.steps.get("orders__bronze__raw_events", 0.0)
     rate = events / bronze if bronze else None
     detail = ", ".join(f"{k.replace('__', '/')} {v:.1f}s" for k, v in steps.items())
     lines = [
@@ -178,11 +184,16 @@ def checks_stage(lake: BenchLake, events: int) -> list[Measurement]:
 
 def peer_line(lake: BenchLake, times: RunTimes, slots: int) -> Measurement:
     """DuckDB SQL doing silver/events' dedup and the window aggregation, against Spark."""
-    version = times.metadata["bronze/raw_events"]["delta_version"]
+    version = times.metadata["orders/bronze/raw_events"]["delta_version"]
     result = peer.duckdb_peer(
-        lake.uri("bronze", "raw_events"), version, lake.uri("gold", "window_aggregates"), slots
+        lake.uri("orders", "bronze", "raw_events"),
+        version,
+        lake.uri("orders", "gold", "window_aggregates"),
+        slots,
     )
-    spark_s = times.steps.get("silver__events", 0.0) + times.steps.get("window_aggregates", 0.0)
+    spark_s = times.steps.get("orders__silver__events", 0.0) + times.steps.get(
+        "orders__gold__window_aggregates", 0.0
+    )
     ratio = spark_s / result.seconds if result.seconds else None
     return Measurement(
         "peer", "Spark assets / DuckDB SQL (dedup + windows)", ratio, "x",

@@ -111,15 +111,15 @@ class Poller:
 
 def positions_behind(lake_root: Path, kpi_version: int, topic: str, partitions: int) -> list[int]:
     """Next Kafka offset per partition reflected by ``gold/kpi_window`` at ``kpi_version``."""
-    silver = DeltaTable(str(lake_root / "gold" / "kpi_window"), version=kpi_version)
+    silver = DeltaTable(str(lake_root / "orders" / "gold" / "kpi_window"), version=kpi_version)
     s = silver.transaction_version(FROM_SILVER)
     if s is None:
         return [0] * partitions
-    events = DeltaTable(str(lake_root / "silver" / "events"), version=s)
+    events = DeltaTable(str(lake_root / "orders" / "silver" / "events"), version=s)
     b = events.transaction_version(FROM_BRONZE)
     if b is None:
         return [0] * partitions
-    bronze = DeltaTable(str(lake_root / "bronze" / "raw_events"), version=b)
+    bronze = DeltaTable(str(lake_root / "orders" / "bronze" / "raw_events"), version=b)
     return [bronze.transaction_version(partition_app(topic, p)) or 0 for p in range(partitions)]
 
 
@@ -136,7 +136,7 @@ class Latencies:
 def latencies(seen: list[Observation], lake_root: Path, topic: str, partitions: int) -> Latencies:
     """Latency of every bronze record (seconds), from the observations and the lineage."""
     bronze = delta_io.read_arrow(
-        str(lake_root / "bronze" / "raw_events"),
+        str(lake_root / "orders" / "bronze" / "raw_events"),
         columns=["partition", "offset", "kafka_timestamp", "error"],
     )
     part = bronze.column("partition").to_numpy()

@@ -1,57 +1,54 @@
-"""The built-in pipeline behind a declared stream, and the shape it computes.
+"""What a declared stream gets, built from its declaration.
 
-This version's tables are computed by code written for one shape of event, the order events
-of the demo (``eos_assets/defs``). A declaration drives it as follows:
+Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 
-- taken from the file: ``topics`` (``EOS_TOPICS`` overrides them for a deployment);
-- taken from the file: ``entity``, folded as declared over the payload (``silver/order_state``,
-  ``lib/entity_state.py``);
-- taken from the file: ``kpis`` and ``serve``, run by DuckDB over the stream's window and
-  entity tables into the serving database (the asset ``serving/<stream>_kpis``, beside the
-  built-in ``serving/kpi``);
-- checked against the built-in shape, with one line naming the first difference: the event
-  id and time fields, the payload, the windows' dimensions and measures;
-- checked against the built-in defaults: ``start``, window ``size`` and ``grace`` (a run's
-  config still sets them per run) and the thresholds (``EOS_*`` variables still override them).
+- ``bronze/raw_events``: its topics, every committed record once, parsed by its contract;
+- ``silver/events``: each valid event once; ``silver/entity_state`` when it declares an entity;
+- ``gold/window_aggregates`` and ``gold/late_events``: its windows' dimensions and measures;
+- ``serving/kpis``: its declared KPIs, served in DuckDB as ``<stream>.<kpi>``;
+- ``outbound/agg_out``: its window revisions in Kafka, exactly once;
+- the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
-Streams of another shape, more than one stream, ``topic_pattern`` and a ``start`` other than
-earliest are refused when the definitions load, with one line saying so.
+A stream whose events have the order shape (``ORDER_SHAPE``) also gets the revenue KPI tables
+and their alerts (``defs/order_kpis.py``). The jobs, schedules and the automation sensor cover
+every stream and are built once (``eos_assets/definitions.py``).
+
+Not yet taken from a declaration, and refused with one line when it differs: ``topic_pattern``,
+a ``start`` other than earliest, the window ``size`` and ``grace`` (a run's config sets them)
+and the thresholds (``EOS_*`` variables set them per deployment).
 """
+
+from dataclasses import dataclass
 
 import dagster as dg
 
-from eos_assets.stream_specs import entity_spec
-from eos_assets.declaration import (
-    DeclarationError,
-    StreamModel,
-    as_timedelta,
-)
+from eos_assets.declaration import DeclarationError, StreamModel, as_timedelta
 from eos_assets.defs import (
     automation,
     bronze,
     checks,
     derived_checks,
     gold,
-    jobs,
+    order_kpis,
     outbound,
-    schedules,
     sensors,
+    serving,
     silver,
 )
-from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.lib import declared_kpis
-from eos_assets.lib.contract import EVENT_TYPES
+from eos_assets.defs.stream import Stream
 from eos_assets.lib.limits import Limits
 from eos_assets.lib.windows import WindowSpec
-from eos_assets.resources.lake import LakeResource
-from eos_assets.resources.warehouse import WarehouseResource
 
-# What the built-in tables compute, field by field, as a declaration would say it.
-SHAPE: dict[str, object] = {
+# The events the revenue KPIs compute from, field by field, as a declaration says it.
+ORDER_SHAPE: dict[str, object] = {
     "event_id": {"field": "event_id"},
     "event_time": {"field": "event_time", "format": "iso8601"},
     "payload": {
-        "event_type": {"type": "string", "required": True, "values": list(EVENT_TYPES)},
+        "event_type": {
+            "type": "string",
+            "required": True,
+            "values": ["order_created", "order_paid", "order_cancelled", "order_refunded"],
+        },
         "order_id": {"type": "string", "required": False, "values": None},
         "customer_id": {"type": "string", "required": False, "values": None},
         "amount": {"type": "double", "required": True, "values": None},
@@ -67,27 +64,24 @@ SHAPE: dict[str, object] = {
 }
 
 
-def check_shape(stream: StreamModel, source: str) -> None:
-    """Refuse what the built-in pipeline would not compute as declared.
+def has_order_shape(stream: StreamModel) -> bool:
+    """Whether the stream's events have the order shape that the revenue KPIs compute from."""
+    declared = stream.model_dump(mode="json")
+    declared["windows.dimensions"] = declared["windows"]["dimensions"]
+    declared["windows.measures"] = declared["windows"]["measures"]
+    return all(declared[field] == expected for field, expected in ORDER_SHAPE.items())
+
+
+def check_supported(stream: StreamModel, source: str) -> None:
+    """Refuse what this version does not yet take from a declaration.
 
     Raises:
-        DeclarationError: the first field that differs, with what this version computes.
+        DeclarationError: the first such field, with what this version does instead.
     """
 
     def refuse(field: str, problem: str, fix: str) -> None:
         raise DeclarationError(source, field, problem, fix)
 
-    declared = stream.model_dump(mode="json")
-    declared["windows.dimensions"] = declared["windows"]["dimensions"]
-    declared["windows.measures"] = declared["windows"]["measures"]
-    for field, expected in SHAPE.items():
-        if declared[field] != expected:
-            refuse(
-                field,
-                "this version computes one shape of event, the orders stream's, and this "
-                "declaration differs from it",
-                f"declare {field} as eos_assets/streams/orders/defs.yaml does",
-            )
     if stream.topic_pattern:
         refuse("topic_pattern", "this version reads named topics only", "list them under topics")
     if stream.start != "earliest":
@@ -124,81 +118,99 @@ def check_shape(stream: StreamModel, source: str) -> None:
             )
 
 
-def definitions(stream: StreamModel) -> dg.Definitions:
-    """The assets, checks, jobs, sensors and schedules of the stream (built-in pipeline)."""
-    declared = [kpi_asset(stream)] if stream.serve else []
-    spec = entity_spec(stream)
-    if spec is not None:
-        declared.append(
-            silver.entity_state_asset(spec, automation_condition=automation.FOLLOW_UPSTREAM)
-        )
+@dataclass(frozen=True)
+class StreamParts:
+    """Every definition of one stream, one field each (tools and tests run a part of them)."""
+
+    stream: Stream
+    raw_events: dg.AssetsDefinition
+    events: dg.AssetsDefinition
+    entity_state: dg.AssetsDefinition | None
+    window_aggregates: dg.AssetsDefinition
+    kpis: dg.AssetsDefinition | None
+    agg_out: dg.AssetsDefinition
+    bronze_checks: list[dg.AssetChecksDefinition]
+    derived_checks: list[dg.AssetChecksDefinition]
+    agg_out_check: dg.AssetChecksDefinition
+    revenue: list[dg.AssetsDefinition]  # kpi_window, kpi_daily, serving_kpi (order shape)
+    revenue_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
+    kpi_alerts: dg.AssetsDefinition | None
+    lag_sensor: dg.SensorDefinition
+
+    @property
+    def downstream(self) -> list[dg.AssetsDefinition]:
+        """Every asset downstream of bronze."""
+        optional = [self.entity_state, self.kpis, self.kpi_alerts]
+        return [
+            self.events,
+            self.window_aggregates,
+            self.agg_out,
+            *self.revenue,
+            *(a for a in optional if a is not None),
+        ]
+
+    @property
+    def checks(self) -> list[dg.AssetChecksDefinition]:
+        return [*self.bronze_checks, *self.derived_checks, self.agg_out_check, *self.revenue_checks]
+
+
+def build(model: StreamModel) -> StreamParts:
+    """Every definition of the stream, built from its declaration."""
+    stream = Stream.of(model)
+    agg_out, agg_out_check = outbound.agg_out_assets(stream)
+    revenue: list[dg.AssetsDefinition] = []
+    revenue_checks: list[dg.AssetChecksDefinition] = []
+    kpi_alerts = None
+    served = stream.kpis
+    if has_order_shape(model):
+        revenue = order_kpis.kpi_assets(stream)
+        kpi_alerts, alerts_check = order_kpis.alert_assets(stream)
+        revenue_checks = [order_kpis.serving_check(stream), alerts_check]
+        served = order_kpis.OrderKpiKeys.of(stream).serving_kpi
+    return StreamParts(
+        stream=stream,
+        raw_events=bronze.raw_events_asset(stream),
+        events=silver.events_asset(stream),
+        entity_state=silver.entity_state_asset(stream) if stream.entity is not None else None,
+        window_aggregates=gold.window_assets(stream),
+        kpis=serving.kpis_asset(stream) if stream.served else None,
+        agg_out=agg_out,
+        bronze_checks=checks.bronze_checks(stream),
+        derived_checks=derived_checks.derived_checks(stream),
+        agg_out_check=agg_out_check,
+        revenue=revenue,
+        revenue_checks=revenue_checks,
+        kpi_alerts=kpi_alerts,
+        lag_sensor=sensors.lag_sensor(stream, served),
+    )
+
+
+def definitions(model: StreamModel) -> dg.Definitions:
+    """The stream's assets, checks and lag sensor.
+
+    The jobs, schedules and the automation sensor cover every stream and are built once
+    (``eos_assets/definitions.py``).
+    """
+    parts = build(model)
+    # Everything downstream of bronze follows it (declarative automation).
+    follow = dg.map_asset_specs(
+        lambda spec: spec.replace_attributes(automation_condition=automation.FOLLOW_UPSTREAM),
+        parts.downstream,
+    )
     return dg.Definitions(
-        assets=[
-            *dg.load_assets_from_modules([bronze]),
-            *dg.load_assets_from_modules(
-                [silver, gold, outbound], automation_condition=automation.FOLLOW_UPSTREAM
-            ),
-            *declared,
-        ],
-        asset_checks=dg.load_asset_checks_from_modules([checks, derived_checks, outbound]),
-        jobs=[
-            jobs.ingest_job,
-            jobs.stream_job,
-            jobs.refresh_job,
-            jobs.all_assets_job,
-            jobs.freshness_job,
-            jobs.audit_job,
-            jobs.outbound_job,
-            jobs.maintenance_job,
-        ],
-        sensors=[sensors.ingest_on_kafka_lag, sensors.downstream_sensor],
-        schedules=[
-            schedules.freshness_schedule,
-            schedules.audit_schedule,
-            schedules.maintenance_schedule,
-        ],
+        assets=[parts.raw_events, *follow],
+        asset_checks=parts.checks,
+        sensors=[parts.lag_sensor],
     )
 
 
-def kpi_asset(stream: StreamModel) -> dg.AssetsDefinition:
-    """``serving/<stream>_kpis``: the declared KPIs, served in DuckDB as ``<stream>.<kpi>``."""
-    sources = {declared_kpis.WINDOWS: gold.WINDOW_AGGREGATES}  # the tables the KPI SQL reads
+def tables(model: StreamModel) -> list[dg.AssetKey]:
+    """The stream's Delta tables, maintained daily."""
+    stream = Stream.of(model)
+    keys = [stream.raw_events, stream.events, stream.window_aggregates, stream.late_events]
     if stream.entity is not None:
-        sources[declared_kpis.ENTITY] = silver.ORDER_STATE
-    kpis = {name: stream.kpis[name].sql for name in stream.serve}
-
-    @dg.asset(
-        key=dg.AssetKey(["serving", f"{stream.name}_kpis"]),
-        deps=list(sources.values()),
-        group_name="serving",
-        kinds={"delta", "duckdb"},
-        op_tags=AFTER_SERVING,
-        automation_condition=automation.FOLLOW_UPSTREAM,
-        description=f"The KPIs declared by stream {stream.name} ({', '.join(kpis)}), computed "
-        f"by DuckDB over its window and entity tables and served as {stream.name}.<kpi>.",
-    )
-    def declared_kpi_tables(
-        context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
-    ) -> dg.MaterializeResult:
-        outcome = silver.run_or_fail(
-            lambda: declared_kpis.refresh(
-                warehouse.path,
-                stream.name,
-                kpis,
-                {name: lake.table_uri(*key.path) for name, key in sources.items()},
-                lake.storage_options,
-            )
-        )
-        if outcome.up_to_date:
-            context.log.info("the KPIs already reflect the current Delta versions")
-        return dg.MaterializeResult(
-            metadata={
-                "delta_versions": dg.MetadataValue.json(outcome.versions),
-                "rows": dg.MetadataValue.json(outcome.rows),
-                "up_to_date": outcome.up_to_date,
-                "warehouse": warehouse.path,
-                "seconds": round(outcome.seconds, 3),
-            }
-        )
-
-    return declared_kpi_tables
+        keys.append(stream.entity_state)
+    if has_order_shape(model):
+        revenue = order_kpis.OrderKpiKeys.of(stream)
+        keys += [revenue.kpi_window, revenue.kpi_daily, revenue.kpi_daily_customers]
+    return keys

@@ -1,10 +1,8 @@
 """``EventStream``: the Dagster component a stream is declared with (``<stream>/defs.yaml``).
 
-Loading a declaration checks it whole (``spec.check``, the KPI SQL against the tables it names,
-and that no two streams share a name or a topic) and fails with one line naming the file, the
-field and the fix. In this version the tables are computed by the built-in pipeline, which
-knows one shape, the order events; ``builtin.py`` says exactly which parts of a declaration it
-takes from the file and which must equal its shape (DESIGN.md, "Declared streams").
+Loading a declaration checks it whole (``check``, the KPI SQL against the tables it names, and
+that no two streams share a name or a topic) and fails with one line naming the file, the field
+and the fix. ``builtin.py`` says what a stream gets (DESIGN.md, "Declared streams").
 """
 
 from pathlib import Path
@@ -45,15 +43,7 @@ class EventStream(dg.Component, StreamModel):
         check_kpis(self, source)
         _LOADED[source] = self
         check_together([(model, src) for src, model in _LOADED.items()])
-        others = sorted(src for src in _LOADED if src != source)
-        if others:
-            raise DeclarationError(
-                source,
-                "name",
-                f"this version runs one stream and {others[0]} declares another",
-                "keep one declaration in the streams folder",
-            )
-        builtin.check_shape(self, source)
+        builtin.check_supported(self, source)
         return builtin.definitions(self)
 
 

@@ -4,13 +4,13 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
+from eos_assets.defs.stream import BRONZE, Stream
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 
-RAW_EVENTS = dg.AssetKey(["bronze", "raw_events"])
 INGEST_POOL = "eos_ingest"
 # Offsets (records and transaction markers) one ingest run reads at most, by default.
 DEFAULT_MAX_RECORDS_PER_RUN = 2_000_000
@@ -37,66 +37,75 @@ class IngestConfig(dg.Config):
     )
 
 
-@dg.asset(
-    key=RAW_EVENTS,
-    group_name="bronze",
-    kinds={"kafka", "spark", "delta"},
-    pool=INGEST_POOL,
-)
-def raw_events(
-    context: dg.AssetExecutionContext,
-    config: IngestConfig,
-    kafka: KafkaResource,
-    lake: LakeResource,
-    pyspark: LazyPySparkResource,
-) -> dg.MaterializeResult:
-    """Every committed Kafka record of the configured topics, exactly once, malformed ones flagged.
+def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
+    """``<stream>/bronze/raw_events``: the stream's topics, every committed record once."""
 
-    Positions live in the Delta table's own ``txn`` actions (one per topic-partition); each run
-    reads ``[position, last stable offset)`` with read_committed in Spark tasks and commits all
-    rows and the new positions in one Delta commit. Kafka group commits are advisory only.
-    Offsets Kafka deleted before they were read stop the run unless ``accept_data_loss``.
-    """
-    table_uri = lake.table_uri(*RAW_EVENTS.path)
-    options = IngestOptions(
-        max_records=config.max_records_per_run,
-        read_timeout_s=config.read_timeout_s,
-        group_id=kafka.consumer_group,
-        accept_data_loss=config.accept_data_loss,
+    @dg.asset(
+        key=stream.raw_events,
+        group_name=stream.group(BRONZE),
+        kinds={"kafka", "spark", "delta"},
+        pool=INGEST_POOL,
     )
-    try:
-        client_config = kafka.client_config()
-        outcome = ingest_bronze(
-            spark_session(pyspark),
-            table_uri,
-            kafka.topics,
-            client_config,
-            options,
-            lake.storage_options,
+    def raw_events(
+        context: dg.AssetExecutionContext,
+        config: IngestConfig,
+        kafka: KafkaResource,
+        lake: LakeResource,
+        pyspark: LazyPySparkResource,
+    ) -> dg.MaterializeResult:
+        """Every committed record of the stream's topics, exactly once, malformed ones flagged.
+
+        Positions live in the Delta table's own ``txn`` actions (one per topic-partition); each
+        run reads ``[position, last stable offset)`` with read_committed in Spark tasks and
+        commits all rows and the new positions in one Delta commit. Kafka group commits are
+        advisory only. Offsets Kafka deleted before they were read stop the run unless
+        ``accept_data_loss``.
+        """
+        table_uri = lake.table_uri(*stream.raw_events.path)
+        options = IngestOptions(
+            max_records=config.max_records_per_run,
+            read_timeout_s=config.read_timeout_s,
+            group_id=kafka.consumer_group,
+            accept_data_loss=config.accept_data_loss,
         )
-    except EosError as exc:
-        raise dg.Failure(description=str(exc)) from exc
-    lag = {f"{p.topic}[{p.partition}]": p.lag for p in outcome.plans}
-    if outcome.version is None:
-        context.log.info("nothing new to ingest")
-    lost = [r.as_dict() for r in outcome.lost]
-    if lost:
-        context.log.warning(
-            f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
-            f"were ingested: {lost}"
+        try:
+            client_config = kafka.client_config()
+            outcome = ingest_bronze(
+                spark_session(pyspark),
+                table_uri,
+                kafka.topics_for(stream.topics),
+                client_config,
+                options,
+                lake.storage_options,
+                contract=stream.contract,
+            )
+        except EosError as exc:
+            raise dg.Failure(description=str(exc)) from exc
+        lag = {f"{p.topic}[{p.partition}]": p.lag for p in outcome.plans}
+        if outcome.version is None:
+            context.log.info("nothing new to ingest")
+        lost = [r.as_dict() for r in outcome.lost]
+        if lost:
+            context.log.warning(
+                f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
+                f"were ingested: {lost}"
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "records": outcome.records,
+                "malformed": outcome.malformed,
+                "lost_offsets": outcome.lost_offsets,
+                "lost_ranges": dg.MetadataValue.json(lost),
+                "delta_version": outcome.version,
+                "ranges": dg.MetadataValue.json(outcome.ranges()),
+                "lag_at_plan": dg.MetadataValue.json(lag),
+                "attempts": outcome.attempts,
+                "advisory_commit": outcome.advisory_committed,
+                "seconds": dg.MetadataValue.json(
+                    {k: round(v, 3) for k, v in outcome.seconds.items()}
+                ),
+                "table_uri": table_uri,
+            }
         )
-    return dg.MaterializeResult(
-        metadata={
-            "records": outcome.records,
-            "malformed": outcome.malformed,
-            "lost_offsets": outcome.lost_offsets,
-            "lost_ranges": dg.MetadataValue.json(lost),
-            "delta_version": outcome.version,
-            "ranges": dg.MetadataValue.json(outcome.ranges()),
-            "lag_at_plan": dg.MetadataValue.json(lag),
-            "attempts": outcome.attempts,
-            "advisory_commit": outcome.advisory_committed,
-            "seconds": dg.MetadataValue.json({k: round(v, 3) for k, v in outcome.seconds.items()}),
-            "table_uri": table_uri,
-        }
-    )
+
+    return raw_events

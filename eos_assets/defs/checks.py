@@ -11,7 +11,7 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from eos_assets.defs.bronze import RAW_EVENTS
+from eos_assets.defs.stream import Stream
 from eos_assets.lib import delta_io
 from eos_assets.lib.audit import audit_bronze
 from eos_assets.lib.commit_log import read_ingest_log
@@ -28,12 +28,13 @@ MALFORMED_RATE = "malformed_rate_below_threshold"
 FRESHNESS = "fresh_within_max_age"
 KAFKA_AUDIT = "matches_kafka_log"
 
-OFFSETS_CONTIGUOUS_KEY = dg.AssetCheckKey(RAW_EVENTS, OFFSETS_CONTIGUOUS)
-MALFORMED_RATE_KEY = dg.AssetCheckKey(RAW_EVENTS, MALFORMED_RATE)
-FRESHNESS_KEY = dg.AssetCheckKey(RAW_EVENTS, FRESHNESS)
-KAFKA_AUDIT_KEY = dg.AssetCheckKey(RAW_EVENTS, KAFKA_AUDIT)
 # Checks that read Kafka and run on schedules, not after every ingest.
-SCHEDULED_CHECKS = (FRESHNESS_KEY, KAFKA_AUDIT_KEY)
+SCHEDULED = (FRESHNESS, KAFKA_AUDIT)
+
+
+def scheduled_checks(stream: Stream) -> list[dg.AssetCheckKey]:
+    """The stream's checks that read Kafka (run on schedules)."""
+    return [dg.AssetCheckKey(stream.raw_events, name) for name in SCHEDULED]
 
 
 def _result(
@@ -55,103 +56,124 @@ def _result(
 
 
 def _guarded(
-    lake: LakeResource, severity: dg.AssetCheckSeverity, body: Callable[[str], dg.AssetCheckResult]
+    key: dg.AssetKey,
+    lake: LakeResource,
+    severity: dg.AssetCheckSeverity,
+    body: Callable[[str], dg.AssetCheckResult],
 ) -> dg.AssetCheckResult:
     """Run ``body(table_uri)``; a missing table or a user-fixable error is a one-line failure."""
-    uri = lake.table_uri(*RAW_EVENTS.path)
+    uri = lake.table_uri(*key.path)
     try:
         return body(uri)
     except TableNotFoundError:
-        cause = f"no Delta table at {uri}: materialize bronze/raw_events first"
+        cause = f"no Delta table at {uri}: materialize {key.to_user_string()} first"
     except EosError as exc:
         cause = str(exc)
     return _result(False, cause, {"table_uri": uri}, severity)
 
 
-@dg.asset_check(
-    asset=RAW_EVENTS,
-    name=OFFSETS_CONTIGUOUS,
-    blocking=True,
-    description="Committed ranges tile each partition with no hole or overlap; every row lies "
-    "in a range, exactly as many as its commit recorded; (topic, partition, offset) is unique. "
-    "Offsets Kafka deleted before they were ingested and that a run accepted "
-    "(accept_data_loss) tile as acknowledged loss and are listed, never a hole.",
-)
-def offsets_contiguous(lake: LakeResource) -> dg.AssetCheckResult:
-    """Prove bronze holds each committed offset range once and nothing else."""
+def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
+    """The checks of ``<stream>/bronze/raw_events``."""
 
-    def body(uri: str) -> dg.AssetCheckResult:
-        log = read_ingest_log(delta_io.load(uri, lake.storage_options))
-        offsets = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "offset"])
-        report = check_contiguity(log, offsets)
-        return _result(report.ok, report.summary(), report.metadata())
+    @dg.asset_check(
+        asset=stream.raw_events,
+        name=OFFSETS_CONTIGUOUS,
+        blocking=True,
+        description="Committed ranges tile each partition with no hole or overlap; every row lies "
+        "in a range, exactly as many as its commit recorded; (topic, partition, offset) is unique. "
+        "Offsets Kafka deleted before they were ingested and that a run accepted "
+        "(accept_data_loss) tile as acknowledged loss and are listed, never a hole.",
+    )
+    def offsets_contiguous(lake: LakeResource) -> dg.AssetCheckResult:
+        """Prove bronze holds each committed offset range once and nothing else."""
 
-    return _guarded(lake, dg.AssetCheckSeverity.ERROR, body)
+        def body(uri: str) -> dg.AssetCheckResult:
+            log = read_ingest_log(delta_io.load(uri, lake.storage_options))
+            offsets = delta_io.read_arrow(
+                uri, lake.storage_options, ["topic", "partition", "offset"]
+            )
+            report = check_contiguity(log, offsets)
+            return _result(report.ok, report.summary(), report.metadata())
 
+        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.ERROR, body)
 
-@dg.asset_check(
-    asset=RAW_EVENTS,
-    name=MALFORMED_RATE,
-    description="Share of malformed records, whole table and latest ingest, is at most "
-    "EOS_MALFORMED_MAX_RATE (warns).",
-)
-def malformed_rate_below_threshold(lake: LakeResource) -> dg.AssetCheckResult:
-    """Warn when producers send more malformed records than the threshold allows."""
+    @dg.asset_check(
+        asset=stream.raw_events,
+        name=MALFORMED_RATE,
+        description="Share of malformed records, whole table and latest ingest, is at most "
+        "EOS_MALFORMED_MAX_RATE (warns).",
+    )
+    def malformed_rate_below_threshold(lake: LakeResource) -> dg.AssetCheckResult:
+        """Warn when producers send more malformed records than the threshold allows."""
 
-    def body(uri: str) -> dg.AssetCheckResult:
-        log = read_ingest_log(delta_io.load(uri, lake.storage_options))
-        errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
-        report = malformed_rate(log, errors, read_limits().malformed_max_rate)
-        return _result(report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN)
+        def body(uri: str) -> dg.AssetCheckResult:
+            log = read_ingest_log(delta_io.load(uri, lake.storage_options))
+            errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
+            report = malformed_rate(log, errors, read_limits().malformed_max_rate)
+            return _result(
+                report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN
+            )
 
-    return _guarded(lake, dg.AssetCheckSeverity.WARN, body)
+        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 
+    @dg.asset_check(
+        asset=stream.raw_events,
+        name=FRESHNESS,
+        description="The oldest committed Kafka record not yet in bronze is at most "
+        "EOS_FRESHNESS_MAX_AGE_S old (warns).",
+    )
+    def fresh_within_max_age(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
+        """Warn when bronze falls behind Kafka by more than the freshness limit."""
 
-@dg.asset_check(
-    asset=RAW_EVENTS,
-    name=FRESHNESS,
-    description="The oldest committed Kafka record not yet in bronze is at most "
-    "EOS_FRESHNESS_MAX_AGE_S old (warns).",
-)
-def fresh_within_max_age(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
-    """Warn when bronze falls behind Kafka by more than the freshness limit."""
+        def body(uri: str) -> dg.AssetCheckResult:
+            dt: DeltaTable = delta_io.load(uri, lake.storage_options)
+            report = bronze_freshness(
+                kafka.client_config(),
+                kafka.topics_for(stream.topics),
+                uri,
+                dt,
+                read_limits().freshness_max_age_s,
+                lake.storage_options,
+            )
+            return _result(
+                report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN
+            )
 
-    def body(uri: str) -> dg.AssetCheckResult:
-        dt: DeltaTable = delta_io.load(uri, lake.storage_options)
-        report = bronze_freshness(
-            kafka.client_config(),
-            kafka.topics,
-            uri,
-            dt,
-            read_limits().freshness_max_age_s,
-            lake.storage_options,
-        )
-        return _result(report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN)
+        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 
-    return _guarded(lake, dg.AssetCheckSeverity.WARN, body)
+    @dg.asset_check(
+        asset=stream.raw_events,
+        name=KAFKA_AUDIT,
+        description="Re-reads the retained Kafka log of every partition (read_committed, from the "
+        "low watermark) and compares it with bronze: nothing lost, invented or altered. Offsets "
+        "Kafka deleted before they were ingested fail it until a run accepts them; accepted ones "
+        "are counted as acknowledged loss.",
+    )
+    def matches_kafka_log(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
+        """Audit bronze against Kafka within EOS_AUDIT_BUDGET_S; a partial audit never passes."""
 
+        def body(uri: str) -> dg.AssetCheckResult:
+            columns = ["topic", "partition", "offset", "key", "value"]
+            bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
+            budget = read_limits().audit_budget_s
+            report = audit_bronze(
+                kafka.client_config(),
+                kafka.topics_for(stream.topics),
+                uri,
+                bronze,
+                budget,
+                lake.storage_options,
+            )
+            severity = (
+                dg.AssetCheckSeverity.ERROR if report.discrepancies else dg.AssetCheckSeverity.WARN
+            )
+            return _result(report.ok, report.summary(), report.metadata(), severity)
 
-@dg.asset_check(
-    asset=RAW_EVENTS,
-    name=KAFKA_AUDIT,
-    description="Re-reads the retained Kafka log of every partition (read_committed, from the "
-    "low watermark) and compares it with bronze: nothing lost, invented or altered. Offsets "
-    "Kafka deleted before they were ingested fail it until a run accepts them; accepted ones "
-    "are counted as acknowledged loss.",
-)
-def matches_kafka_log(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
-    """Audit bronze against Kafka within EOS_AUDIT_BUDGET_S; a partial audit never passes."""
+        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 
-    def body(uri: str) -> dg.AssetCheckResult:
-        columns = ["topic", "partition", "offset", "key", "value"]
-        bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
-        budget = read_limits().audit_budget_s
-        report = audit_bronze(
-            kafka.client_config(), kafka.topics, uri, bronze, budget, lake.storage_options
-        )
-        severity = (
-            dg.AssetCheckSeverity.ERROR if report.discrepancies else dg.AssetCheckSeverity.WARN
-        )
-        return _result(report.ok, report.summary(), report.metadata(), severity)
-
-    return _guarded(lake, dg.AssetCheckSeverity.WARN, body)
+    return [
+        offsets_contiguous,
+        malformed_rate_below_threshold,
+        fresh_within_max_age,
+        matches_kafka_log,
+    ]

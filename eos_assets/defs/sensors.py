@@ -17,9 +17,8 @@ import time
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.gold import SERVING_KPI
-from eos_assets.defs.jobs import ingest_job, stream_job
+from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
+from eos_assets.defs.stream import Stream
 from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.errors import TopicMissingError
 from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
@@ -41,6 +40,8 @@ LAG_TICK_S = 5
 # A run for at most this many offsets starts its driver JVM for a short run (C1 only,
 # ``spark_env.QUICK_START_JIT``); a larger backlog gets the default JIT, which pays off on it.
 QUICK_START_MAX_OFFSETS = 250_000
+# Active runs of a job looked at per tick (a few per stream at most).
+_ACTIVE_LOOKED_AT = 20
 _ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -50,7 +51,12 @@ _ACTIVE = [
 
 
 def _observation(
-    lags: list[PartitionLag], history: LagHistory, now: float, limits: Limits, reason: str
+    key: dg.AssetKey,
+    lags: list[PartitionLag],
+    history: LagHistory,
+    now: float,
+    limits: Limits,
+    reason: str,
 ) -> dg.AssetObservation:
     verdicts = history.evaluate(now, limits.lag_stop_after_s)
     ages = {lg.key: _rounded(lg.age_s(now)) for lg in lags}
@@ -80,14 +86,16 @@ def _observation(
     metadata["held_back_total"] = sum(lg.held_back for lg in lags)
     for lg in lags:
         metadata[f"lag {lg.topic}[{lg.partition}]"] = lg.lag
-    return dg.AssetObservation(asset_key=RAW_EVENTS, metadata=metadata)
+    return dg.AssetObservation(asset_key=key, metadata=metadata)
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _holds_the_way(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+def _holds_the_way(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, served_key: dg.AssetKey
+) -> bool:
     """Whether an active ingest run keeps the next one from being launched.
 
     An ``ingest_and_refresh`` run stops holding the way once it has served the KPIs: what is
@@ -95,16 +103,16 @@ def _holds_the_way(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     table's commit protocol already lets two writers race safely, and the outbound publishers
     share a pool of one slot.
     """
-    if run.job_name != stream_job.name:
+    if run.job_name != STREAM_JOB:
         return True
-    served = instance.get_latest_materialization_event(SERVING_KPI)
+    served = instance.get_latest_materialization_event(served_key)
     return served is None or served.run_id != run.run_id
 
 
 def _stream_selection(
-    context: dg.SensorEvaluationContext,
+    context: dg.SensorEvaluationContext, stream: Stream
 ) -> tuple[list[dg.AssetKey], list[dg.AssetCheckKey]]:
-    """The assets and checks of ``ingest_and_refresh``, named in each run it launches.
+    """The stream's assets and checks of ``ingest_and_refresh``, named in each run it launches.
 
     A run that names them records them (its asset and check selection); the automation sensor
     then knows that the checks ran with their assets in that run and requests no check-only
@@ -113,129 +121,156 @@ def _stream_selection(
     repository = context.repository_def
     if repository is None:
         raise dg.DagsterInvariantViolationError(
-            f"{LAG_SENSOR} needs the code location's asset graph: build its context with "
+            f"{stream.named(LAG_SENSOR)} needs the code location's asset graph: build its "
+            "context with "
             "repository_def"
         )
     graph = repository.asset_graph
-    selection = stream_job.selection
+    selection = stream_selection(stream)
     return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
 
 
-@dg.sensor(
-    name=LAG_SENSOR,
-    job=stream_job,
-    minimum_interval_seconds=LAG_TICK_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Measures bronze's lag behind Kafka (Delta txn positions vs last stable "
-    "offsets), records it on bronze/raw_events with a Burrow-style status (OK, WARN, STALL, "
-    "STOP) and launches ingest_and_refresh (bronze, then everything downstream in the same "
-    "run) when the lag reaches EOS_LAG_MAX_RECORDS or the oldest pending record "
-    "EOS_LAG_MAX_AGE_S.",
-)
-def ingest_on_kafka_lag(
-    context: dg.SensorEvaluationContext,
-    kafka: KafkaResource,
-    lake: LakeResource,
-    pyspark: LazyPySparkResource,
-) -> dg.SensorResult:
-    """Launch an ingest when bronze is too far behind; skip with the reason otherwise.
+def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
+    """``<stream>_ingest_on_kafka_lag``: the stream's consumer-lag sensor.
 
-    A topic that does not exist yet skips the tick with the reason; the first tick after it
-    was created measures it like any other.
-
-    Raises:
-        BrokerError: Kafka is unreachable (the tick fails with one line).
+    ``served_key`` is the asset that makes the stream's KPIs visible: once a run has
+    materialized it, the rest of the run no longer holds the next one back.
     """
-    limits = read_limits()
-    now = time.time()
-    client = kafka.client_config()
-    try:
-        lags = measure_lag(
-            client, kafka.topics, lake.table_uri(*RAW_EVENTS.path), lake.storage_options, False
-        )
-    except TopicMissingError as missing:
-        # The first state of a new deployment: no producer has written yet. Not a failure.
-        reason = (
-            f"waiting for topic {missing.topic!r} to be created on {missing.bootstrap} "
-            "(the first `eos-assets produce` creates it; EOS_TOPICS names the topics)"
-        )
-        return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
-    total = sum(lg.lag for lg in lags)
-    if 0 < total < limits.lag_max_records:
-        lags = with_ages(client, lags)  # small by construction: reading its head is cheap
-    history = LagHistory.from_json(context.cursor)
-    history.retain(lg.key for lg in lags)
-    for lg in lags:
-        history.add(lg.key, Sample(now, lg.start, lg.end), limits.lag_window)
-    lost = [r for lg in lags if (r := lg.lost) is not None]
-    if lost:
-        # An ingest would stop at the loss: launching one per tick would only fail runs.
-        reason = f"{loss_summary(lost)}; no ingest is launched until it is accepted: {ACCEPT_LOSS}"
-        return dg.SensorResult(
-            skip_reason=dg.SkipReason(reason),
-            cursor=history.to_json(),
-            asset_events=[_observation(lags, history, now, limits, reason)],
-        )
-    ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
-    only_markers = bool(ages) and all(
-        lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0
+    tags = {STREAM_TAG: stream.name}
+
+    @dg.sensor(
+        name=stream.named(LAG_SENSOR),
+        job_name=STREAM_JOB,
+        minimum_interval_seconds=LAG_TICK_S,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Measures how far {stream.raw_events.to_user_string()} is behind Kafka "
+        "(Delta txn positions vs last stable offsets), records it on the table with a "
+        "Burrow-style status (OK, WARN, STALL, STOP) and launches ingest_and_refresh for the "
+        "stream (bronze, then everything downstream in the same run) when the lag reaches "
+        "EOS_LAG_MAX_RECORDS or the oldest pending record EOS_LAG_MAX_AGE_S.",
     )
-    decision = decide(
-        total,
-        max((a for a in ages if a is not None), default=None),
-        limits.lag_max_records,
-        limits.lag_max_age_s,
-        only_markers,
-    )
-    reason = decision.reason
-    if not decision.launch and (held := [lg for lg in lags if lg.held_back]):
-        # Bronze is as far as read_committed readers can go; say what holds Kafka back.
-        reason += f"; {held[0].stall_reason()}"
-        reason += f" (and {len(held) - 1} more partitions)" if len(held) > 1 else ""
-    request = None
-    if decision.launch:
-        key = run_key({(lg.topic, lg.partition): (lg.start, lg.end) for lg in lags})
-        active = [
-            run
-            for job in (stream_job, ingest_job)
-            for run in context.instance.get_runs(
-                filters=dg.RunsFilter(job_name=job.name, statuses=_ACTIVE), limit=1
+    def ingest_on_kafka_lag(
+        context: dg.SensorEvaluationContext,
+        kafka: KafkaResource,
+        lake: LakeResource,
+        pyspark: LazyPySparkResource,
+    ) -> dg.SensorResult:
+        """Launch an ingest when bronze is too far behind; skip with the reason otherwise.
+
+        A topic that does not exist yet skips the tick with the reason; the first tick after it
+        was created measures it like any other.
+
+        Raises:
+            BrokerError: Kafka is unreachable (the tick fails with one line).
+        """
+        limits = read_limits()
+        now = time.time()
+        client = kafka.client_config()
+        try:
+            lags = measure_lag(
+                client,
+                kafka.topics_for(stream.topics),
+                lake.table_uri(*stream.raw_events.path),
+                lake.storage_options,
+                False,
             )
-            if _holds_the_way(context.instance, run)
-        ]
-        if history.requested == key:
-            reason = f"an ingest up to these offsets was already requested (run key {key})"
-        elif active:
-            reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
-        else:
-            history.requested = key
-            assets, checks = _stream_selection(context)
-            quick = total <= QUICK_START_MAX_OFFSETS
-            request = dg.RunRequest(
-                run_key=key,
-                run_config=quick_start_run_config(pyspark) if quick else {},
-                tags={
-                    "eos/trigger": "lag",
-                    "eos/lag_total": str(total),
-                    "eos/driver_jit": "c1" if quick else "default",
-                },
-                asset_selection=assets,
-                asset_check_keys=checks,
+        except TopicMissingError as missing:
+            # The first state of a new deployment: no producer has written yet. Not a failure.
+            reason = (
+                f"waiting for topic {missing.topic!r} to be created on {missing.bootstrap} "
+                "(the first `eos-assets produce` creates it; EOS_TOPICS names the topics)"
             )
-    events = [_observation(lags, history, now, limits, reason)]
-    if request is None:
-        return dg.SensorResult(
-            skip_reason=dg.SkipReason(reason), cursor=history.to_json(), asset_events=events
+            return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
+        total = sum(lg.lag for lg in lags)
+        if 0 < total < limits.lag_max_records:
+            lags = with_ages(client, lags)  # small by construction: reading its head is cheap
+        history = LagHistory.from_json(context.cursor)
+        history.retain(lg.key for lg in lags)
+        for lg in lags:
+            history.add(lg.key, Sample(now, lg.start, lg.end), limits.lag_window)
+        lost = [r for lg in lags if (r := lg.lost) is not None]
+        if lost:
+            # An ingest would stop at the loss: launching one per tick would only fail runs.
+            reason = (
+                f"{loss_summary(lost)}; no ingest is launched until it is accepted: {ACCEPT_LOSS}"
+            )
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(reason),
+                cursor=history.to_json(),
+                asset_events=[_observation(stream.raw_events, lags, history, now, limits, reason)],
+            )
+        ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
+        only_markers = bool(ages) and all(
+            lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0
         )
-    context.log.info(f"launching {stream_job.name}: {reason}")
-    return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)
+        decision = decide(
+            total,
+            max((a for a in ages if a is not None), default=None),
+            limits.lag_max_records,
+            limits.lag_max_age_s,
+            only_markers,
+        )
+        reason = decision.reason
+        if not decision.launch and (held := [lg for lg in lags if lg.held_back]):
+            # Bronze is as far as read_committed readers can go; say what holds Kafka back.
+            reason += f"; {held[0].stall_reason()}"
+            reason += f" (and {len(held) - 1} more partitions)" if len(held) > 1 else ""
+        request = None
+        if decision.launch:
+            key = run_key({(lg.topic, lg.partition): (lg.start, lg.end) for lg in lags})
+            # A run launched for another stream does not hold this one back; a run started by
+            # hand (no stream tag) covers every stream and does.
+            active = [
+                run
+                for job in (STREAM_JOB, INGEST_JOB)
+                for run in context.instance.get_runs(
+                    filters=dg.RunsFilter(job_name=job, statuses=_ACTIVE), limit=_ACTIVE_LOOKED_AT
+                )
+                if run.tags.get(STREAM_TAG, stream.name) == stream.name
+                and _holds_the_way(context.instance, run, served_key)
+            ][:1]
+            if history.requested == key:
+                reason = f"an ingest up to these offsets was already requested (run key {key})"
+            elif active:
+                reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
+            else:
+                history.requested = key
+                assets, checks = _stream_selection(context, stream)
+                quick = total <= QUICK_START_MAX_OFFSETS
+                request = dg.RunRequest(
+                    run_key=key,
+                    run_config=quick_start_run_config(pyspark) if quick else {},
+                    tags={
+                        **tags,
+                        "eos/trigger": "lag",
+                        "eos/lag_total": str(total),
+                        "eos/driver_jit": "c1" if quick else "default",
+                    },
+                    asset_selection=assets,
+                    asset_check_keys=checks,
+                )
+        events = [_observation(stream.raw_events, lags, history, now, limits, reason)]
+        if request is None:
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(reason), cursor=history.to_json(), asset_events=events
+            )
+        context.log.info(f"launching {STREAM_JOB} for {stream.name}: {reason}")
+        return dg.SensorResult(
+            run_requests=[request], cursor=history.to_json(), asset_events=events
+        )
+
+    return ingest_on_kafka_lag
 
 
-downstream_sensor = dg.AutomationConditionSensorDefinition(
-    "follow_bronze_downstream",
-    target=dg.AssetSelection.assets(RAW_EVENTS).downstream(include_self=False),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Materializes silver and gold after bronze changes, once the blocking checks "
-    "upstream passed.",
-)
+def downstream_sensor(streams: list[Stream]) -> dg.AutomationConditionSensorDefinition:
+    """The automation sensor of every stream's silver, gold, serving and outbound assets."""
+    return dg.AutomationConditionSensorDefinition(
+        "follow_bronze_downstream",
+        target=dg.AssetSelection.assets(*(s.raw_events for s in streams)).downstream(
+            include_self=False
+        ),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        description="Materializes silver and gold after bronze changes, once the blocking "
+        "checks upstream passed.",
+    )

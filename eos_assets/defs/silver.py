@@ -7,17 +7,14 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.errors import PySparkException
 
-from eos_assets.defs.bronze import RAW_EVENTS
 from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.lib.entity_state import EntitySpec, update_entity_state
+from eos_assets.defs.stream import SILVER, Stream
+from eos_assets.lib.entity_state import update_entity_state
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.silver_events import update_events
 from eos_assets.lib.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
-
-EVENTS = dg.AssetKey(["silver", "events"])
-ORDER_STATE = dg.AssetKey(["silver", "order_state"])
 
 T = TypeVar("T")
 
@@ -51,58 +48,72 @@ def seconds(values: dict[str, float]) -> dg.MetadataValue:
     return dg.MetadataValue.json({k: round(v, 3) for k, v in values.items()})
 
 
-@dg.asset(key=EVENTS, deps=[RAW_EVENTS], group_name="silver", kinds={"spark", "delta"})
-def events(
-    context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
-) -> dg.MaterializeResult:
-    """One row per event_id among valid bronze records: the first delivery wins, insert-if-absent.
+def events_asset(stream: Stream) -> dg.AssetsDefinition:
+    """``<stream>/silver/events``: each valid event once, deduplicated by event id."""
 
-    Reads only the bronze files added since the bronze version recorded in this table's ``txn``
-    action, drops malformed records, keeps the first delivery of each event (earliest bronze
-    version, then lowest topic/partition/offset) and anti-joins it against the silver files of
-    the same dates and event-time spans. Rows and the consumed version commit together.
-    """
-    outcome = run_or_fail(
-        lambda: update_events(
-            spark_session(pyspark),
-            lake.table_uri(*RAW_EVENTS.path),
-            lake.table_uri(*EVENTS.path),
-            lake.storage_options,
+    @dg.asset(
+        key=stream.events,
+        deps=[stream.raw_events],
+        group_name=stream.group(SILVER),
+        kinds={"spark", "delta"},
+    )
+    def events(
+        context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
+    ) -> dg.MaterializeResult:
+        """One row per event_id among valid bronze records: the first delivery wins.
+
+        Reads only the bronze files added since the bronze version recorded in this table's
+        ``txn`` action, drops malformed records, keeps the first delivery of each event
+        (earliest bronze version, then lowest topic/partition/offset) and anti-joins it against
+        the silver files of the same dates and event-time spans (insert-if-absent). Rows and the
+        consumed version commit together.
+        """
+        outcome = run_or_fail(
+            lambda: update_events(
+                spark_session(pyspark),
+                stream.contract,
+                lake.table_uri(*stream.raw_events.path),
+                lake.table_uri(*stream.events.path),
+                lake.storage_options,
+            )
         )
-    )
-    if outcome.bronze_versions is None:
-        context.log.info("no new bronze versions: nothing to do")
-    return dg.MaterializeResult(
-        metadata={
-            "delta_version": outcome.version,
-            "bronze_versions_consumed": versions_json(outcome.bronze_versions),
-            "bronze_rows_in": outcome.bronze_rows,
-            "malformed_excluded": outcome.malformed,
-            "duplicates_in_batch": outcome.duplicates_in_batch,
-            "duplicates_already_in_silver": outcome.duplicates_existing,
-            "rows_inserted": outcome.inserted,
-            "event_dates": dg.MetadataValue.json(outcome.dates),
-            "silver_files_read_for_dedup": outcome.existing_files_read,
-            "silver_rows_read_for_dedup": outcome.existing_rows_read,
-            "files_written": outcome.files_written,
-            "attempts": outcome.attempts,
-            "seconds": seconds(outcome.seconds),
-        }
-    )
+        if outcome.bronze_versions is None:
+            context.log.info("no new bronze versions: nothing to do")
+        return dg.MaterializeResult(
+            metadata={
+                "delta_version": outcome.version,
+                "bronze_versions_consumed": versions_json(outcome.bronze_versions),
+                "bronze_rows_in": outcome.bronze_rows,
+                "malformed_excluded": outcome.malformed,
+                "duplicates_in_batch": outcome.duplicates_in_batch,
+                "duplicates_already_in_silver": outcome.duplicates_existing,
+                "rows_inserted": outcome.inserted,
+                "event_dates": dg.MetadataValue.json(outcome.dates),
+                "silver_files_read_for_dedup": outcome.existing_files_read,
+                "silver_rows_read_for_dedup": outcome.existing_rows_read,
+                "files_written": outcome.files_written,
+                "attempts": outcome.attempts,
+                "seconds": seconds(outcome.seconds),
+            }
+        )
+
+    return events
 
 
 def entity_state_asset(
-    spec: EntitySpec,
-    key: dg.AssetKey = ORDER_STATE,
-    automation_condition: dg.AutomationCondition | None = None,
+    stream: Stream, automation_condition: dg.AutomationCondition | None = None
 ) -> dg.AssetsDefinition:
-    """The asset of a stream's entity state, folding its events as ``spec`` declares."""
+    """``<stream>/silver/entity_state``: the stream's entity state, folded as declared."""
+    spec = stream.entity
+    if spec is None:
+        raise ValueError(f"stream {stream.name} declares no entity")
+    key = stream.entity_state
     folds = ", ".join(f"{f.name} ({f.fold})" for f in spec.folds)
 
     @dg.asset(
         key=key,
-        deps=[EVENTS],
-        group_name="silver",
+        deps=[stream.events],
+        group_name=stream.group(SILVER),
         kinds={"spark", "delta"},
         op_tags=AFTER_SERVING,
         automation_condition=automation_condition,
@@ -118,7 +129,7 @@ def entity_state_asset(
             lambda: update_entity_state(
                 spark_session(pyspark),
                 spec,
-                lake.table_uri(*EVENTS.path),
+                lake.table_uri(*stream.events.path),
                 lake.table_uri(*key.path),
                 lake.storage_options,
             )

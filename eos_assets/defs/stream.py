@@ -1,10 +1,17 @@
-"""One declared stream as the definitions take it: its name and the specs of its tables.
+"""One declared stream as the definitions take it: its name, its keys and the specs of its tables.
 
-``ORDERS`` is the shipped orders stream, read from its declaration: the definitions built by
-code in this folder compute it until they are built per declaration.
+Every asset of a stream is keyed ``<stream>/<layer>/<table>`` (so its lake path is
+``<lake>/<stream>/<layer>/<table>``) and grouped ``<stream>_<layer>``; its sensor and checks are
+named after it. Two streams therefore never share a Delta table, and the ``txn`` app ids, which
+live in each table's own log, never meet.
+
+``ORDERS`` is the shipped orders stream, read from its declaration (tests and tools that run
+one stream's code without loading the definitions use it).
 """
 
 from dataclasses import dataclass
+
+import dagster as dg
 
 from eos_assets.declaration import StreamModel, read_declaration
 from eos_assets.lib.entity_state import EntitySpec
@@ -12,20 +19,72 @@ from eos_assets.lib.stream_shape import Contract, WindowShape
 from eos_assets.stream_specs import contract, entity_spec, window_shape
 from eos_assets.streams import declaration
 
+BRONZE, SILVER, GOLD, SERVING, OUTBOUND = "bronze", "silver", "gold", "serving", "outbound"
+
 
 @dataclass(frozen=True)
 class Stream:
-    """A declared stream's name, record contract, window shape and entity state."""
+    """A declared stream's name, topics, record contract, window shape and entity state."""
 
     name: str
+    topics: tuple[str, ...]
     contract: Contract
     windows: WindowShape
     entity: EntitySpec | None
+    # The KPIs served in DuckDB: (name, SQL over window_aggregates and entity_state).
+    served: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
         """The specs of a checked declaration."""
-        return cls(model.name, contract(model), window_shape(model), entity_spec(model))
+        return cls(
+            model.name,
+            tuple(model.topics or ()),
+            contract(model),
+            window_shape(model),
+            entity_spec(model),
+            tuple((name, model.kpis[name].sql) for name in model.serve),
+        )
+
+    def key(self, layer: str, table: str) -> dg.AssetKey:
+        """The key of one of the stream's tables: ``<stream>/<layer>/<table>``."""
+        return dg.AssetKey([self.name, layer, table])
+
+    def group(self, layer: str) -> str:
+        """The asset group of one of the stream's layers (the lineage page shows each)."""
+        return f"{self.name}_{layer}"
+
+    def named(self, what: str) -> str:
+        """The name of one of the stream's sensors: ``<stream>_<what>``."""
+        return f"{self.name}_{what}"
+
+    @property
+    def raw_events(self) -> dg.AssetKey:
+        return self.key(BRONZE, "raw_events")
+
+    @property
+    def events(self) -> dg.AssetKey:
+        return self.key(SILVER, "events")
+
+    @property
+    def entity_state(self) -> dg.AssetKey:
+        return self.key(SILVER, "entity_state")
+
+    @property
+    def window_aggregates(self) -> dg.AssetKey:
+        return self.key(GOLD, "window_aggregates")
+
+    @property
+    def late_events(self) -> dg.AssetKey:
+        return self.key(GOLD, "late_events")
+
+    @property
+    def kpis(self) -> dg.AssetKey:
+        return self.key(SERVING, "kpis")
+
+    @property
+    def agg_out(self) -> dg.AssetKey:
+        return self.key(OUTBOUND, "agg_out")
 
 
 ORDERS = Stream.of(read_declaration(declaration("orders")))

@@ -1,7 +1,5 @@
 """Dagster resources, built from the settings contract."""
 
-from collections.abc import Sequence
-
 import dagster as dg
 
 from eos_assets.resources.kafka import KafkaResource
@@ -11,20 +9,15 @@ from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets.settings import Settings
 
 
-def build_resources(
-    settings: Settings, declared_topics: Sequence[str] | None = None
-) -> dict[str, dg.ConfigurableResource]:
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Every resource the assets use, configured from ``settings``.
 
-    ``declared_topics`` (the declared stream's) are read unless ``EOS_TOPICS`` names others.
+    Each stream reads its declared topics unless ``EOS_TOPICS`` names others.
     """
-    topics = settings.topics
-    if declared_topics and not settings.topics_from_env:
-        topics = tuple(declared_topics)
     return {
         "kafka": KafkaResource(
             bootstrap_servers=settings.kafka_bootstrap,
-            topics=list(topics),
+            topics=list(settings.topics) if settings.topics_from_env else None,
             sasl_password=dg.EnvVar("EOS_KAFKA_SASL_PASSWORD")
             if "sasl.password" in settings.kafka_client
             else None,

@@ -1,5 +1,6 @@
 """Kafka client settings as a Dagster resource."""
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -25,14 +26,22 @@ class KafkaResource(dg.ConfigurableResource):
     sasl_mechanism: str | None = Field(default=None, description="PLAIN, SCRAM-SHA-512, ...")
     sasl_username: str | None = Field(default=None, description="SASL user name.")
     sasl_password: str | None = Field(default=None, description="SASL password (use dg.EnvVar).")
-    topics: list[str] = Field(
-        default_factory=lambda: list(Settings.from_env().topics),
-        description="Topics to ingest (EOS_TOPICS).",
+    topics: list[str] | None = Field(
+        default=None,
+        description="Topics to ingest instead of the declared ones (EOS_TOPICS); only with "
+        "one declared stream. Empty: each stream reads the topics its declaration names.",
     )
     consumer_group: str = Field(
         default="eos-assets",
         description="Group that receives the advisory offset commits (for lag tools).",
     )
+
+    def topics_for(self, declared: Sequence[str]) -> list[str]:
+        """The topics a stream reads: this resource's override, ``EOS_TOPICS``, or ``declared``."""
+        if self.topics:
+            return list(self.topics)
+        settings = Settings.from_env()
+        return list(settings.topics) if settings.topics_from_env else list(declared)
 
     def client_config(self) -> dict[str, str]:
         """librdkafka properties for every client the product creates."""

@@ -6,20 +6,14 @@ Each case writes a defs folder (a package with one ``<stream>/defs.yaml`` per st
 temporary folder and loads it the way ``eos_assets.definitions`` loads ``eos_assets/streams``.
 """
 
-import importlib
 import json
-import sys
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
 import pytest
 import yaml
 
 import eos_assets.streams
-from eos_assets.components.event_stream import load_streams
 from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
@@ -30,38 +24,14 @@ from eos_assets.declaration import (
 )
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
+from eos_assets_tests.declared import Loader
 
 SHIPPED = Path(eos_assets.streams.__file__).parent / "orders" / "defs.yaml"
-Loader = Callable[..., tuple[dg.Definitions, list[StreamModel]]]
 
 
 def orders() -> dict:
     """The shipped declaration of the orders stream, as a YAML document."""
     return yaml.safe_load(SHIPPED.read_text())
-
-
-@pytest.fixture
-def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Loader:
-    """Write declarations ``{folder: document or text}`` as a defs package and load them."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def write_and_load(declarations: dict[str, dict | str]) -> tuple[dg.Definitions, list]:
-        package = f"decl_{uuid.uuid4().hex[:8]}"
-        root = tmp_path / package
-        root.mkdir()
-        (root / "__init__.py").write_text("")
-        for folder, document in declarations.items():
-            (root / folder).mkdir()
-            text = document if isinstance(document, str) else yaml.safe_dump(document)
-            (root / folder / "defs.yaml").write_text(text)
-        importlib.invalidate_caches()
-        module = importlib.import_module(package)
-        try:
-            return load_streams(module, tmp_path)
-        finally:
-            sys.modules.pop(package, None)
-
-    return write_and_load
 
 
 def refused(load: Loader, declarations: dict[str, dict | str]) -> DeclarationError:
@@ -77,17 +47,22 @@ def test_the_shipped_declaration_loads_the_orders_pipeline() -> None:
 
     assert [s.name for s in streams] == ["orders"]
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"bronze/raw_events", "silver/events", "gold/window_aggregates", "serving/kpi"} <= keys
+    assert {
+        "orders/bronze/raw_events",
+        "orders/silver/events",
+        "orders/gold/window_aggregates",
+        "orders/serving/kpi",
+    } <= keys
     assert defs.resolve_job_def("ingest_and_refresh") is not None
-    assert defs.resolve_sensor_def("ingest_on_kafka_lag") is not None
+    assert defs.resolve_sensor_def("orders_ingest_on_kafka_lag") is not None
 
 
 def test_the_declared_topics_are_read_unless_eos_topics_names_others() -> None:
     stream = StreamModel.model_validate({**orders()["attributes"], "topics": ["orders_eu"]})
-    declared = build_resources(Settings.from_env({}), stream.topics)["kafka"]
-    assert declared.topics == ["orders_eu"]
-    override = build_resources(Settings.from_env({"EOS_TOPICS": "a,b"}), stream.topics)["kafka"]
-    assert override.topics == ["a", "b"]
+    declared = build_resources(Settings.from_env({}))["kafka"]
+    assert declared.topics_for(stream.topics or []) == ["orders_eu"]
+    override = build_resources(Settings.from_env({"EOS_TOPICS": "a,b"}))["kafka"]
+    assert override.topics_for(stream.topics or []) == ["a", "b"]
 
 
 def test_a_copy_of_the_shipped_declaration_loads(load: Loader) -> None:
@@ -95,7 +70,7 @@ def test_a_copy_of_the_shipped_declaration_loads(load: Loader) -> None:
     assert [s.name for s in streams] == ["orders"]
     assert streams[0].windows.measures["amount_sum"].of == "amount"
     keys = {k.to_user_string() for a in defs.assets or () for k in getattr(a, "keys", ())}
-    assert {"bronze/raw_events", "gold/kpi_daily"} <= keys
+    assert {"orders/bronze/raw_events", "orders/gold/kpi_daily"} <= keys
 
 
 def test_an_unknown_type(load: Loader) -> None:
@@ -171,11 +146,13 @@ def test_two_streams_reading_one_topic() -> None:
     assert caught.value.field == "topics" and "a.yaml" in caught.value.problem
 
 
-def test_a_shape_this_version_does_not_compute(load: Loader) -> None:
+def test_another_shape_gets_its_own_tables_and_no_revenue_kpis(load: Loader) -> None:
     document = orders()
     document["attributes"]["windows"]["measures"]["amount_max"] = {"agg": "max", "of": "amount"}
-    error = refused(load, {"orders": document})
-    assert error.field == "windows.measures" and "orders" in error.fix
+    defs, _ = load({"orders": document})
+    keys = {k.to_user_string() for a in defs.assets or [] for k in a.keys}  # type: ignore[union-attr]
+    assert {"orders/gold/window_aggregates", "orders/serving/kpis"} <= keys
+    assert not {"orders/gold/kpi_daily", "orders/serving/kpi"} & keys  # the order shape's own
 
 
 def test_an_empty_streams_folder(load: Loader) -> None:
@@ -258,6 +235,13 @@ def test_another_shape_is_a_valid_declaration() -> None:
         (
             {"windows": {**PAGE_VIEWS["windows"], "dimensions": ["referrer"]}},
             "windows.dimensions[0]",
+        ),
+        (
+            {
+                "payload": {**PAGE_VIEWS["payload"], "duration_ms": {"type": "long"}},
+                "windows": {**PAGE_VIEWS["windows"], "dimensions": ["page", "duration_ms"]},
+            },
+            "windows.dimensions[1]",
         ),
         (
             {"windows": {**PAGE_VIEWS["windows"], "measures": {"v": {"agg": "sum", "of": "page"}}}},

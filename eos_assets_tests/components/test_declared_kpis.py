@@ -16,16 +16,16 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from eos_assets.components.builtin import kpi_asset
 from eos_assets.declaration import StreamModel
-from eos_assets.defs.gold import WINDOW_AGGREGATES
-from eos_assets.defs.silver import ORDER_STATE
+from eos_assets.defs.serving import kpis_asset
+from eos_assets.defs.stream import ORDERS, Stream
 from eos_assets.lib import warehouse_file
-from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.window_aggregates import window_schema
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.components.test_declarations import orders
 from eos_assets_tests.graph import ORDER_STATE_SCHEMA
+from eos_assets_tests.orders import ORDER_STATE, WINDOW_AGGREGATES
 
 START = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 TYPES = ("order_created", "order_paid", "order_cancelled", "order_refunded")
@@ -56,7 +56,7 @@ def windows(scale: int) -> pa.Table:
                         "silver_version": scale,
                     }
                 )
-    return pa.Table.from_pylist(rows, WINDOW_SCHEMA)
+    return pa.Table.from_pylist(rows, window_schema(ORDERS.windows, ORDERS.contract))
 
 
 def states() -> pa.Table:
@@ -125,8 +125,8 @@ def test_the_declared_kpis_are_served_and_equal_python(tmp_path: Path) -> None:
     lake = LakeResource(root=str(tmp_path / "lake"))
     warehouse = tmp_path / "warehouse.duckdb"
     resources = {"lake": lake, "warehouse": WarehouseResource(path=str(warehouse))}
-    asset = kpi_asset(StreamModel.model_validate(orders()["attributes"]))
-    assert asset.key == dg.AssetKey(["serving", "orders_kpis"])
+    asset = kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"])))
+    assert asset.key == dg.AssetKey(["orders", "serving", "kpis"])
 
     def run() -> dict:
         result = dg.materialize([asset], resources=resources, raise_on_error=False)
@@ -169,7 +169,7 @@ def test_the_declared_kpis_are_served_and_equal_python(tmp_path: Path) -> None:
 def test_a_missing_source_table_fails_with_one_line(tmp_path: Path) -> None:
     lake = LakeResource(root=str(tmp_path / "lake"))
     resources = {"lake": lake, "warehouse": WarehouseResource(path=str(tmp_path / "w.duckdb"))}
-    asset = kpi_asset(StreamModel.model_validate(orders()["attributes"]))
+    asset = kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"])))
     write_deltalake(lake.table_uri(*WINDOW_AGGREGATES.path), windows(1))
     result = dg.materialize([asset], resources=resources, raise_on_error=False)
     assert not result.success
@@ -177,5 +177,5 @@ def test_a_missing_source_table_fails_with_one_line(tmp_path: Path) -> None:
     data = failure.step_failure_data
     assert data.user_failure_data is not None
     message = data.user_failure_data.description or ""
-    assert "order_state does not exist yet" in message and "\n" not in message
+    assert "entity_state does not exist yet" in message and "\n" not in message
     assert not (tmp_path / "w.duckdb").exists()

@@ -8,16 +8,18 @@ from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializa
 from dagster._core.utils import make_new_run_id
 
 from eos_assets.definitions import defs
-from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.checks import OFFSETS_CONTIGUOUS
-from eos_assets.defs.derived_checks import (
+from eos_assets_tests.orders import (
     EVENT_ID_UNIQUE_KEY,
+    EVENTS,
+    OFFSETS_CONTIGUOUS,
+    ORDER_STATE,
+    RAW_EVENTS,
+    SERVING_KPI,
     SERVING_RECONCILE_KEY,
+    WINDOW_AGGREGATES,
     WINDOWS_RECONCILE_KEY,
+    stream_job,
 )
-from eos_assets.defs.gold import SERVING_KPI, WINDOW_AGGREGATES
-from eos_assets.defs.jobs import stream_job
-from eos_assets.defs.silver import EVENTS, ORDER_STATE
 
 # Dagster's own condition tester uses a beta parameter internally; nothing here asks for it.
 pytestmark = pytest.mark.filterwarnings("ignore:Parameter `include_sources`")
@@ -65,7 +67,7 @@ def test_the_downstream_sensor_targets_silver_and_gold_only() -> None:
     sensor = defs.resolve_sensor_def("follow_bronze_downstream")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert (
-        defs.resolve_sensor_def("ingest_on_kafka_lag").default_status
+        defs.resolve_sensor_def("orders_ingest_on_kafka_lag").default_status
         == dg.DefaultSensorStatus.RUNNING
     )
     blocking = {

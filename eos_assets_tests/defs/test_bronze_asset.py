@@ -10,12 +10,12 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import RAW_EVENTS, raw_events
 from eos_assets.lib import delta_io
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.lib.test_ingest import batch, committed_truth
+from eos_assets_tests.orders import RAW_EVENTS, raw_events
 from eos_assets_tests.txn_producer import send_transaction
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ DAGSTER = str(Path(sys.executable).parent / "dagster")
 
 
 def materialization(result: dg.ExecuteInProcessResult) -> dict:
-    (mat,) = result.asset_materializations_for_node("bronze__raw_events")
+    (mat,) = result.asset_materializations_for_node("orders__bronze__raw_events")
     assert mat.asset_key == RAW_EVENTS
     return {k: v.value for k, v in mat.metadata.items()}
 
@@ -47,7 +47,7 @@ def test_materialize_twice_is_idempotent(
     assert (first["records"], first["malformed"], first["delta_version"]) == (30, 0, 1)
     assert (second["records"], second["delta_version"]) == (0, None)
     assert {r["partition"]: r["records"] for r in first["ranges"]} == {0: 15, 1: 15}
-    uri = LakeResource(root=lake_root).table_uri("bronze", "raw_events")
+    uri = LakeResource(root=lake_root).table_uri("orders", "bronze", "raw_events")
     t = delta_io.read_arrow(uri)
     got = set(
         zip(
@@ -84,11 +84,11 @@ def test_dagster_cli_materializes_with_only_settings_env(
         "-m",
         "eos_assets.definitions",
         "--select",
-        "bronze/raw_events",
+        "orders/bronze/raw_events",
     ]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    t = delta_io.read_arrow(str(lake / "bronze" / "raw_events"))
+    t = delta_io.read_arrow(str(lake / "orders" / "bronze" / "raw_events"))
     got = set(
         zip(
             t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist(), strict=True
@@ -106,7 +106,7 @@ def test_dagster_cli_without_a_broker_says_what_to_do(tmp_path: Path) -> None:
         "-m",
         "eos_assets.definitions",
         "--select",
-        "bronze/raw_events",
+        "orders/bronze/raw_events",
     ]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0

@@ -18,8 +18,7 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from pyspark.sql import SparkSession
 
-from eos_assets.defs import checks
-from eos_assets.defs.bronze import RAW_EVENTS, raw_events
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib import delta_io
 from eos_assets.lib.audit import spans
@@ -27,7 +26,9 @@ from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests import orders as checks
 from eos_assets_tests.lib.test_ingest import batch
+from eos_assets_tests.orders import RAW_EVENTS, raw_events
 from eos_assets_tests.txn_producer import Sent, send_transaction
 
 BROKEN_JSON = (0, b"bad", b"{not json")
@@ -44,7 +45,7 @@ class Bronze:
 
     @property
     def uri(self) -> str:
-        return str(self.lake_root / "bronze" / "raw_events")
+        return str(self.lake_root / "orders" / "bronze" / "raw_events")
 
     def copy(self, target: Path) -> "Bronze":
         """A copy of the lake (the table folder and its log) under ``target``."""
@@ -71,11 +72,11 @@ def bronze(
         send_transaction(kafka_bootstrap, topic, batch(9, 3, first=30), commit=False),
         send_transaction(kafka_bootstrap, topic, [*batch(12, 3, first=40), BROKEN_JSON]),
     ]
-    uri = str(lake_root / "bronze" / "raw_events")
+    uri = str(lake_root / "orders" / "bronze" / "raw_events")
     config = {"bootstrap.servers": kafka_bootstrap}
-    assert ingest_bronze(spark, uri, [topic], config).version == 1
+    assert ingest_bronze(spark, uri, [topic], config, contract=ORDERS.contract).version == 1
     sent.append(send_transaction(kafka_bootstrap, topic, batch(15, 3, first=60)))
-    assert ingest_bronze(spark, uri, [topic], config).version == 2
+    assert ingest_bronze(spark, uri, [topic], config, contract=ORDERS.contract).version == 2
     return Bronze(topic, kafka_bootstrap, lake_root, sent)
 
 

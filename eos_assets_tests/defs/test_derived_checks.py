@@ -17,15 +17,16 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from eos_assets.defs import derived_checks
-from eos_assets.defs.gold import WINDOW_AGGREGATES, window_aggregates
-from eos_assets.defs.silver import EVENTS, events
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import delta_io
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests import graph
+from eos_assets_tests import orders as derived_checks
 from eos_assets_tests.defs.test_checks import evaluate
+from eos_assets_tests.orders import EVENTS, WINDOW_AGGREGATES, events, window_aggregates
+
+WINDOWS_OP = WINDOW_AGGREGATES.to_python_identifier()
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -124,9 +125,7 @@ def test_a_duplicated_event_id_stops_gold_in_the_same_run(
     write_deltalake(broken.uri(EVENTS), silver.slice(3, 1), mode="append")
     before = DeltaTable(broken.uri(WINDOW_AGGREGATES)).version()
     res = graph.resources(kafka_bootstrap, broken.topic, str(broken.root), broken.warehouse)
-    config = {
-        "ops": {"window_aggregates": graph.window_config(1.0, 1.0)["ops"]["window_aggregates"]}
-    }
+    config = {"ops": {WINDOWS_OP: graph.window_config(1.0, 1.0)["ops"][WINDOWS_OP]}}
     result = dg.materialize(
         [events, derived_checks.event_id_unique, window_aggregates],
         resources=res,

@@ -15,11 +15,7 @@ from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
 
 from eos_assets.defs import sensors
-from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE_KEY
-from eos_assets.defs.gold import SERVING_KPI
-from eos_assets.defs.jobs import ingest_job, stream_job
-from eos_assets.defs.sensors import LAG_SENSOR, ingest_on_kafka_lag
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.burrow import LagHistory
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest import IngestOptions, ingest_bronze
@@ -29,6 +25,15 @@ from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import Settings
 from eos_assets_tests.lib.test_ingest import batch
+from eos_assets_tests.orders import (
+    EVENT_ID_UNIQUE_KEY,
+    LAG_SENSOR,
+    RAW_EVENTS,
+    SERVING_KPI,
+    ingest_job,
+    ingest_on_kafka_lag,
+    stream_job,
+)
 from eos_assets_tests.txn_producer import send_transaction
 
 
@@ -113,7 +118,9 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     )
 
     bronze_uri, client = lake.table_uri(*RAW_EVENTS.path), {"bootstrap.servers": kafka_bootstrap}
-    ingest_bronze(spark, bronze_uri, [topic], client, IngestOptions(max_records=12))
+    ingest_bronze(
+        spark, bronze_uri, [topic], client, IngestOptions(max_records=12), contract=ORDERS.contract
+    )
     monkeypatch.setattr(sensors, "QUICK_START_MAX_OFFSETS", 20)
     rest = ticker.tick()  # a capped run left a backlog: the same ends, new starts, a new run
     (capped,) = rest.run_requests or []
@@ -121,7 +128,7 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     # Past the quick-start size the run keeps the resource's settings and the default JIT.
     assert capped.tags["eos/driver_jit"] == "default" and not capped.run_config
 
-    ingest_bronze(spark, bronze_uri, [topic], client)
+    ingest_bronze(spark, bronze_uri, [topic], client, contract=ORDERS.contract)
     idle = ticker.tick()
     assert (
         skip_reason(idle) == "nothing to do: bronze is at the last stable offset of every partition"
@@ -194,7 +201,11 @@ def test_only_markers_pending_launches_to_move_past_them(
     lake = LakeResource(root=lake_root)
     send_transaction(kafka_bootstrap, topic, batch(4, 1))
     ingest_bronze(
-        spark, lake.table_uri(*RAW_EVENTS.path), [topic], {"bootstrap.servers": kafka_bootstrap}
+        spark,
+        lake.table_uri(*RAW_EVENTS.path),
+        [topic],
+        {"bootstrap.servers": kafka_bootstrap},
+        contract=ORDERS.contract,
     )
     send_transaction(kafka_bootstrap, topic, batch(4, 1, first=4), commit=False)
     ticker = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake)

@@ -22,11 +22,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from eos_assets.defs.derived_checks import duckdb_matches_delta
-from eos_assets.defs.gold import KPI_DAILY, KPI_WINDOW, serving_kpi
 from eos_assets.lib import faults, kpi, serving, warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
+from eos_assets_tests.orders import KPI_DAILY, KPI_WINDOW, duckdb_matches_delta, serving_kpi
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 21)
@@ -173,7 +172,7 @@ def test_readers_holding_the_file_never_stop_serving_and_keep_their_version(
         for paid in (2, 3, 4):
             write_version(lake, paid)
             result = serve(lake, warehouse)
-            (served,) = result.asset_materializations_for_node("serving__kpi")
+            (served,) = result.asset_materializations_for_node("orders__serving__kpi")
             assert served.metadata["rows_upserted"].value == {
                 "kpi_window": WINDOWS * len(CURRENCIES),
                 "kpi_daily": len(CURRENCIES),
@@ -203,7 +202,7 @@ def _killed_serving_run(lake: LakeResource, warehouse: Path, point: str) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_FAULT_")}
     env[faults.CRASH_ENV] = point
     cmd = [sys.executable, "-m", "eos_assets_tests.derived_once", "--lake", lake.root]
-    cmd += ["--warehouse", str(warehouse), "--asset", "serving/kpi"]
+    cmd += ["--warehouse", str(warehouse), "--asset", "orders/serving/kpi"]
     done = subprocess.run(
         cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
     )

@@ -95,16 +95,16 @@ def test_graph_matches_the_oracle_over_batches_and_is_idempotent(
     }
     known = sum(1 for e in resent if want.events[e].batch < 2)
     assert known > 200
-    assert _metadata(results[2], "silver__events")["duplicates_already_in_silver"] == known
-    assert _metadata(results[1], "window_aggregates")["late_events"] > 0
+    assert _metadata(results[2], "orders__silver__events")["duplicates_already_in_silver"] == known
+    assert _metadata(results[1], "orders__gold__window_aggregates")["late_events"] > 0
 
     before = graph.versions(lake_root)
     result = graph.materialize(graph.DERIVED, res, config)
     assert graph.versions(lake_root) == before
     graph.assert_matches_oracle(lake_root, want, warehouse)
-    silver = _metadata(result, "silver__events")
+    silver = _metadata(result, "orders__silver__events")
     assert silver["delta_version"] is None and silver["rows_inserted"] == 0
-    assert _metadata(result, "serving__kpi")["rows_upserted"] == {}
+    assert _metadata(result, "orders__serving__kpi")["rows_upserted"] == {}
 
 
 def _metadata(result: Any, node: str) -> dict[str, Any]:

@@ -21,17 +21,6 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import raw_events
-from eos_assets.defs.gold import (
-    KPI_DAILY,
-    KPI_DAILY_CUSTOMERS,
-    LATE_EVENTS,
-    WINDOW_AGGREGATES,
-    kpi_daily,
-    kpi_window,
-    window_aggregates,
-)
-from eos_assets.defs.silver import EVENTS, events
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults, kpi, silver_events
 from eos_assets.lib.window_aggregates import AFTER_LATE_EVENTS
@@ -39,6 +28,18 @@ from eos_assets.lib.windows import APP as WINDOWS_APP
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests import graph
 from eos_assets_tests.oracle import expected
+from eos_assets_tests.orders import (
+    EVENTS,
+    KPI_DAILY,
+    KPI_DAILY_CUSTOMERS,
+    LATE_EVENTS,
+    WINDOW_AGGREGATES,
+    events,
+    kpi_daily,
+    kpi_window,
+    raw_events,
+    window_aggregates,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -140,7 +141,7 @@ def test_silver_crash_after_files_then_rerun_inserts_each_event_once(
     uri = LakeResource(root=lake_root).table_uri(*EVENTS.path)
     before = DeltaTable(uri).version()
 
-    crash_run(lake_root, warehouse, silver_events.AFTER_FILES, "silver/events")
+    crash_run(lake_root, warehouse, silver_events.AFTER_FILES, "orders/silver/events")
 
     assert DeltaTable(uri).version() == before, "nothing may be committed before the crash"
     orphans = {p.name for p in Path(uri).rglob("*.parquet")} - {
@@ -148,7 +149,7 @@ def test_silver_crash_after_files_then_rerun_inserts_each_event_once(
     }
     assert orphans, "the crashed run wrote files (the crash point is after them)"
     result = graph.materialize([events], res, config)
-    (mat,) = result.asset_materializations_for_node("silver__events")
+    (mat,) = result.asset_materializations_for_node("orders__silver__events")
     assert mat.metadata["bronze_versions_consumed"].value == [2, 2]
     # Batches 1 and 2 reached bronze in one version: one batch for the oracle.
     graph.assert_silver(lake_root, expected([*batches[:1], batches[1] + batches[2]], WINDOW, GRACE))
@@ -186,7 +187,7 @@ def test_gold_crashes_between_commits_then_rerun_loses_and_doubles_nothing(
     lake = LakeResource(root=lake_root)
 
     # Killed after the late events commit, before the window aggregates do.
-    crash_run(lake_root, warehouse, AFTER_LATE_EVENTS, "gold/window_aggregates")
+    crash_run(lake_root, warehouse, AFTER_LATE_EVENTS, "orders/gold/window_aggregates")
     late = DeltaTable(lake.table_uri(*LATE_EVENTS.path))
     assert late.transaction_version(WINDOWS_APP) == 2
     assert DeltaTable(lake.table_uri(*WINDOW_AGGREGATES.path)).transaction_version(WINDOWS_APP) == 1

@@ -79,7 +79,7 @@ def test_the_production_instance_keeps_runs_and_events_in_postgres(
         }
 
         command = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions"]
-        command += ["--select", "bronze/raw_events"]
+        command += ["--select", "orders/bronze/raw_events"]
         done = subprocess.run(
             command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
             check=False,
@@ -95,7 +95,7 @@ def test_the_production_instance_keeps_runs_and_events_in_postgres(
             "AND dagster_event_type = 'ASSET_MATERIALIZATION'",
             run_id,
         )
-        assert materialized == [('["bronze", "raw_events"]',)], materialized
+        assert materialized == [('["orders", "bronze", "raw_events"]',)], materialized
         steps = _query(
             pg,
             "SELECT count(*) FROM event_logs WHERE run_id = %s "
@@ -103,7 +103,7 @@ def test_the_production_instance_keeps_runs_and_events_in_postgres(
             run_id,
         )
         assert steps[0][0] >= 1
-    t = delta_io.read_arrow(str(lake / "bronze" / "raw_events"))
+    t = delta_io.read_arrow(str(lake / "orders" / "bronze" / "raw_events"))
     columns = (t["partition"].to_pylist(), t["offset"].to_pylist(), t["value"].to_pylist())
     got = set(zip(*columns, strict=True))
     assert got == committed_truth(sent)

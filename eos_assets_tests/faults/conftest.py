@@ -28,7 +28,7 @@ def _no_stray_ingests() -> Iterator[None]:
 @pytest.fixture
 def table(lake_root: str) -> str:
     """Location of this test's bronze table (not created)."""
-    return str(Path(lake_root) / "bronze" / "raw_events")
+    return str(Path(lake_root) / "orders" / "bronze" / "raw_events")
 
 
 @pytest.fixture

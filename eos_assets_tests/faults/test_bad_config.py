@@ -16,16 +16,17 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import raw_events
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger, one_line
 from eos_assets_tests.faults.oracle import bronze_keys
+from eos_assets_tests.orders import raw_events
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
-NODE = "bronze__raw_events"
+NODE = "orders__bronze__raw_events"
 
 
 def free_port() -> int:
@@ -62,8 +63,10 @@ def lake(
     topic = make_topic(partitions=2)
     produced(topic, count=200, seed=71)
     root = tmp_path / "lake"
-    uri = LakeResource(root=str(root)).table_uri("bronze", "raw_events")
-    assert ingest_bronze(spark, uri, [topic], {"bootstrap.servers": kafka_bootstrap}).version
+    uri = LakeResource(root=str(root)).table_uri("orders", "bronze", "raw_events")
+    assert ingest_bronze(
+        spark, uri, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    ).version
     yield str(root), uri, topic
 
 
@@ -162,7 +165,7 @@ def test_no_java(
         env["JAVA_HOME"] = java_home
     (tmp_path / "dagster_home").mkdir()
     cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions"]
-    cmd += ["--select", "bronze/raw_events"]
+    cmd += ["--select", "orders/bronze/raw_events"]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0

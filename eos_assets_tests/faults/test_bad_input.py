@@ -16,13 +16,13 @@ from confluent_kafka.cimpl import NewTopic
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import raw_events
 from eos_assets.lib import delta_io
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.faults.oracle import judge
+from eos_assets_tests.orders import raw_events
 
 MIB = 1 << 20
 EVENT = {
@@ -163,12 +163,12 @@ def test_every_bad_input_lands_flagged_and_counted(
     }
     result = dg.materialize([raw_events], resources=resources)
     assert result.success
-    (mat,) = result.asset_materializations_for_node("bronze__raw_events")
+    (mat,) = result.asset_materializations_for_node("orders__bronze__raw_events")
     meta = {k: v.value for k, v in mat.metadata.items()}
     malformed = sum(1 for *_, error in CASES if error is not None)
     assert (meta["records"], meta["malformed"]) == (len(records), malformed), meta
 
-    uri = LakeResource(root=lake_root).table_uri("bronze", "raw_events")
+    uri = LakeResource(root=lake_root).table_uri("orders", "bronze", "raw_events")
     rows = {r["offset"]: r for r in delta_io.read_arrow(uri).to_pylist()}
     expected = [(None, key, value) for key, value in valid]
     expected += [(error, key, value) for _, key, value, error in CASES]

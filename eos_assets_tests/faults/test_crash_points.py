@@ -18,7 +18,7 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import raw_events
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.ingest import ingest_bronze
 from eos_assets.lib.spark_env import spark_config
@@ -26,6 +26,7 @@ from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger, run_ingest
 from eos_assets_tests.faults.oracle import judge, overlaps
+from eos_assets_tests.orders import raw_events
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 GROUP = "eos-assets"  # the runner's advisory consumer group (IngestOptions default)
@@ -73,7 +74,9 @@ def test_crash_then_rerun_is_exact(
     if point in (faults.AFTER_FILES, faults.BEFORE_COMMIT):
         assert len(orphans(table)) == 3, "each range's file was written, none committed"
 
-    rerun = ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+    rerun = ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
     verdict = judge(table, manifest)
     ledger.record(f"SIGKILL at {point}", 1, verdict.lost, verdict.doubled, "subprocess, rerun")
     assert verdict.exact, f"after a crash at {point}: {verdict}"
@@ -109,12 +112,12 @@ def test_crash_through_the_dagster_cli_then_rerun_is_exact(
         EOS_STATE_DIR=str(tmp_path / "state"),
     )
     cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions"]
-    cmd += ["--select", "bronze/raw_events"]
+    cmd += ["--select", "orders/bronze/raw_events"]
     crashed = subprocess.run(
         cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert crashed.returncode != 0, "the step process should have died after the commit"
-    uri = str(lake / "bronze" / "raw_events")
+    uri = str(lake / "orders" / "bronze" / "raw_events")
     assert DeltaTable(uri).version() == 1, crashed.stderr[-3000:]
 
     # Dagster recorded a failure; the retry (here in this process) must add nothing.
@@ -124,7 +127,7 @@ def test_crash_through_the_dagster_cli_then_rerun_is_exact(
         "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
     }
     (mat,) = dg.materialize([raw_events], resources=resources).asset_materializations_for_node(
-        "bronze__raw_events"
+        "orders__bronze__raw_events"
     )
     assert (mat.metadata["records"].value, mat.metadata["delta_version"].value) == (0, None)
     verdict = judge(uri, manifest)

@@ -17,8 +17,7 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs import checks
-from eos_assets.defs.bronze import raw_events
+from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.errors import DataLossError
 from eos_assets.lib.ingest import ingest_bronze
@@ -27,6 +26,7 @@ from eos_assets.lib.reader import fetch_range, reader_config
 from eos_assets.lib.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests import orders as checks
 from eos_assets_tests.defs.test_sensors import Ticker, skip_reason
 from eos_assets_tests.faults.harness import (
     FAILED,
@@ -38,10 +38,11 @@ from eos_assets_tests.faults.harness import (
 )
 from eos_assets_tests.faults.oracle import bronze_keys
 from eos_assets_tests.lib.test_ingest import batch, committed_truth, rows
+from eos_assets_tests.orders import raw_events
 from eos_assets_tests.txn_producer import Sent, send_transaction
 
-ACCEPT = {"ops": {"bronze__raw_events": {"config": {"accept_data_loss": True}}}}
-NODE = "bronze__raw_events"
+ACCEPT = {"ops": {"orders__bronze__raw_events": {"config": {"accept_data_loss": True}}}}
+NODE = "orders__bronze__raw_events"
 
 
 def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
@@ -114,7 +115,9 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
 ) -> None:
     topic = make_topic(partitions=2)
     sent = [send_transaction(kafka_bootstrap, topic, batch(20, 2))]
-    assert ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}).version
+    assert ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    ).version
     dt = DeltaTable(table)
     position = dt.transaction_version(f"eos:{topic}:0")
     assert position is not None
@@ -134,7 +137,9 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     assert "accept_data_loss: true" in line and "nothing was committed" in line, line
     assert (DeltaTable(table).version(), bronze_keys(table)) == before
     with pytest.raises(DataLossError, match=rf"\[{position}, {cut}\)"):
-        ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap})
+        ingest_bronze(
+            spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+        )
     # The lag sensor launches no run that would stop at the loss; it says why and what to do.
     lake = LakeResource(root=lake_root)
     tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
@@ -215,7 +220,7 @@ def test_accepted_loss_with_nothing_after_it_still_moves_the_position(
     topic = make_topic(partitions=1)
     send_transaction(kafka_bootstrap, topic, batch(5, 1))
     config = {"bootstrap.servers": kafka_bootstrap}
-    assert ingest_bronze(spark, table, [topic], config).version == 1
+    assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version == 1
     position = DeltaTable(table).transaction_version(f"eos:{topic}:0")
     assert position is not None
     sent = send_transaction(kafka_bootstrap, topic, batch(8, 1, first=5))
@@ -233,7 +238,7 @@ def test_accepted_loss_with_nothing_after_it_still_moves_the_position(
     assert evaluations(accepted)[checks.OFFSETS_CONTIGUOUS].passed
     assert evaluations(accepted)[checks.KAFKA_AUDIT].passed
     # The loss is behind the table now: the next run has nothing to do and does not fail.
-    assert ingest_bronze(spark, table, [topic], config).version is None
+    assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version is None
     assert len(rows(table)) == 5
 
 
@@ -246,7 +251,7 @@ def test_a_range_deleted_while_it_is_read_fails_the_reader(
     config = reader_config({"bootstrap.servers": kafka_bootstrap})
     r = OffsetRange(topic, 0, 0, offsets_of(sent, 0)[-1] + 1)
     with pytest.raises(DataLossError) as caught:
-        fetch_range(r, config, timeout_s=30)
+        fetch_range(r, ORDERS.contract, config, timeout_s=30)
     assert one_line(str(caught.value))
     assert f"{topic}[0] offsets [0, 4) while this run was reading [0, {r.end})" in str(caught.value)
 
@@ -261,7 +266,9 @@ def test_records_deleted_between_plan_and_read_fail_the_run_and_commit_nothing(
 ) -> None:
     topic = make_topic(partitions=1)
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
-    assert ingest_bronze(spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}).version
+    assert ingest_bronze(
+        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    ).version
     position = DeltaTable(table).transaction_version(f"eos:{topic}:0")
     sent = send_transaction(kafka_bootstrap, topic, batch(20, 1, first=10))
     cut = offsets_of(sent, 0)[10]

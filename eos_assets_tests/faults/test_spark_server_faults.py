@@ -199,7 +199,7 @@ def outcomes(home: Path) -> list[Outcome]:
 def assert_exact(d: Deployment, topic: str, manifest: list[dict[str, Any]]) -> tuple[int, int]:
     """Bronze, silver, gold and DuckDB hold the manifest's committed records exactly once;
     return bronze's (lost, doubled)."""
-    bronze = f"{d.lake}/bronze/raw_events"
+    bronze = f"{d.lake}/orders/bronze/raw_events"
     verdict = judge(bronze, manifest)
     assert verdict.exact, f"bronze: {verdict}"
     assert not overlaps(bronze), overlaps(bronze)
@@ -245,7 +245,7 @@ def test_a_run_killed_mid_ingest_then_the_next_run_is_exact(
     os.killpg(killed.proc.pid, signal.SIGKILL)
     finish(killed)
     (pauses / faults.RELEASE).touch()  # the server goes on with tasks nobody waits for
-    bronze = f"{d.lake}/bronze/raw_events"
+    bronze = f"{d.lake}/orders/bronze/raw_events"
     assert DeltaTable(bronze).version() == 0 and not DeltaTable(bronze).file_uris()
     assert len(fail_dead_runs(d.home)) == 1
 
@@ -272,7 +272,7 @@ def test_a_run_killed_mid_derived_step_then_the_next_run_is_exact(
     _, manifest = produced(topic, count=1500, seed=42, **MIX)
     crashed = d.run(STREAM_JOB, crash_at=silver_events.AFTER_FILES)
     assert crashed.killed, f"the run did not die at {silver_events.AFTER_FILES}: {crashed.tail()}"
-    silver = f"{d.lake}/silver/events"
+    silver = f"{d.lake}/orders/silver/events"
     assert DeltaTable(silver).version() == 0 and orphans(silver), "files written, none committed"
     assert len(fail_dead_runs(d.home)) == 1
 

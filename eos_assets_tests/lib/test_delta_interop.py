@@ -20,14 +20,12 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import RAW_EVENTS
-from eos_assets.defs.maintenance import TABLES as MAINTAINED
-from eos_assets.defs.maintenance import Z_ORDER
-from eos_assets.defs.outbound import KPI_ALERTS, kpi_alerts
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib import maintenance
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests import graph
+from eos_assets_tests.orders import KPI_ALERTS, RAW_EVENTS, Z_ORDER, kpi_alerts
+from eos_assets_tests.orders import TABLES as MAINTAINED
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 TABLES = (RAW_EVENTS, *graph.TABLES, KPI_ALERTS)

@@ -15,14 +15,15 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs import checks
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib import delta_io
 from eos_assets.lib.contract import Malformed, error_code
 from eos_assets.lib.delta_tables import read_rows
 from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.silver_events import EVENTS_SCHEMA, update_events
+from eos_assets.lib.silver_events import events_schema, update_events
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests import orders as checks
 from eos_assets_tests.txn_producer import send_transaction
 
 BASE = {
@@ -61,8 +62,10 @@ def test_schema_changes_land_in_bronze_and_silver_takes_the_compatible_ones(
     messages = [(0, b"o-1", value) for group in records.values() for _, value in group]
     send_transaction(kafka_bootstrap, topic, messages)
     bronze_uri, silver_uri = f"{lake_root}/bronze/raw_events", f"{lake_root}/silver/events"
-    ingest_bronze(spark, bronze_uri, [topic], {"bootstrap.servers": kafka_bootstrap})
-    update_events(spark, bronze_uri, silver_uri)
+    ingest_bronze(
+        spark, bronze_uri, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+    )
+    update_events(spark, ORDERS.contract, bronze_uri, silver_uri)
 
     bronze = {
         json.loads(r["value"])["event_id"]: r for r in delta_io.read_arrow(bronze_uri).to_pylist()
@@ -77,16 +80,17 @@ def test_schema_changes_land_in_bronze_and_silver_takes_the_compatible_ones(
     assert bronze[records["widened"][1][0]]["error"] is None
     assert [bronze[e]["schema_version"] for e, _ in records["v2"]] == [2, 2, 2]
     text = bronze[records["amount_text"][0][0]]
-    assert error_code(text["error"]) == Malformed.INVALID_AMOUNT
+    assert error_code(text["error"]) == "invalid_amount"
     assert text["error"] == "invalid_amount: amount is a string, not a number"
     millis = bronze[records["time_millis"][0][0]]
     assert error_code(millis["error"]) == Malformed.INVALID_EVENT_TIME
     assert millis["error"] == "invalid_event_time: event_time is a number, not a string"
 
-    silver = read_rows(DeltaTable(silver_uri), EVENTS_SCHEMA).to_pylist()
+    schema = events_schema(ORDERS.contract)
+    silver = read_rows(DeltaTable(silver_uri), schema).to_pylist()
     compatible = {e for kind in ("v1", "optional", "widened", "v2") for e, _ in records[kind]}
     assert {r["event_id"] for r in silver} == compatible
-    assert "coupon" not in EVENTS_SCHEMA.names and "channel" not in EVENTS_SCHEMA.names
+    assert "coupon" not in schema.names and "channel" not in schema.names
 
     lake = LakeResource(root=lake_root)
     monkeypatch.setenv("EOS_MALFORMED_MAX_RATE", "0.05")

@@ -15,16 +15,22 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.bronze import raw_events
-from eos_assets.defs.gold import KPI_WINDOW, WINDOW_AGGREGATES, kpi_window, window_aggregates
-from eos_assets.defs.silver import events
+from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import WINDOW_SCHEMA
+from eos_assets.lib.window_aggregates import window_schema
 from eos_assets_tests import graph
 from eos_assets_tests.faults.harness import REPO, STARTED, Ledger, Run, fault_env, finish
 from eos_assets_tests.faults.harness import stop_stragglers as stop_stragglers
+from eos_assets_tests.orders import (
+    KPI_WINDOW,
+    WINDOW_AGGREGATES,
+    events,
+    kpi_window,
+    raw_events,
+    window_aggregates,
+)
 from eos_assets_tests.outbound.endpoint import Endpoint
 
 RUNNER = "eos_assets_tests.outbound.run_once"
@@ -98,7 +104,9 @@ def history(table: str) -> dict[tuple, int]:
     the first version that held it: read snapshot by snapshot, independently of the log."""
     seen: dict[tuple, int] = {}
     for version in range(DeltaTable(table).version() + 1):
-        for row in read_rows(DeltaTable(table, version=version), WINDOW_SCHEMA).to_pylist():
+        for row in read_rows(
+            DeltaTable(table, version=version), window_schema(ORDERS.windows, ORDERS.contract)
+        ).to_pylist():
             seen.setdefault(tuple(row[c] for c in STATE), version)
     return seen
 

@@ -6,15 +6,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eos_assets.defs.outbound import (
+from eos_assets.lib import alert_ledger, alert_notify
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.orders import (
     agg_out,
     caught_up_with_window_aggregates,
     kpi_alerts,
     no_alert_stuck_in_flight,
 )
-from eos_assets.lib import alert_ledger, alert_notify
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.outbound.conftest import GoldLakes, run_outbound, windows_uri
 from eos_assets_tests.outbound.endpoint import Endpoint
 from eos_assets_tests.outbound.test_alerts import ENV
@@ -86,8 +86,8 @@ def test_alert_check_warns_about_a_delivery_left_in_flight_until_it_is_resolved(
     assert recorded["ledger_states"] == {"PENDING": recorded["alerts_raised"]} != {}
     resource = LakeResource(root=str(lake))
     assert check(no_alert_stuck_in_flight, lake=resource).passed
-    ledger = resource.table_uri("outbound", "kpi_alerts")
-    args = ["notify", "--kpi", resource.table_uri("gold", "kpi_window")]
+    ledger = resource.table_uri("orders", "outbound", "kpi_alerts")
+    args = ["notify", "--kpi", resource.table_uri("orders", "gold", "kpi_window")]
     args += ["--windows", windows_uri(lake), "--ledger", ledger, "--url", endpoint.url]
     killed = run_outbound(*args, crash_at=alert_notify.AFTER_SEND, env=ENV)
     assert killed.killed, killed.tail()

@@ -12,12 +12,12 @@ of each page in its temporary folder (``<tmp>/asset_graph.png``, ``<tmp>/checks.
 from pathlib import Path
 
 from eos_assets.definitions import defs
-from eos_assets.defs import checks
+from eos_assets_tests import orders as checks
 from eos_assets_tests.ui.chromium import render, shown, status_of
 from eos_assets_tests.ui.conftest import DagsterDev, SensorRun
 
-GRAPH = "/assets/bronze/raw_events?view=lineage&lineageScope=downstream&lineageDepth=6"
-CHECKS = f"/assets/bronze/raw_events?view=checks&checkDetail={checks.OFFSETS_CONTIGUOUS}"
+GRAPH = "/assets/orders/bronze/raw_events?view=lineage&lineageScope=downstream&lineageDepth=6"
+CHECKS = f"/assets/orders/bronze/raw_events?view=checks&checkDetail={checks.OFFSETS_CONTIGUOUS}"
 
 
 def test_asset_graph_and_check_results_render_in_chromium(

@@ -18,7 +18,7 @@ query Checks($runId: ID!) {
 
 OBSERVATIONS = """
 {
-  assetOrError(assetKey: {path: ["bronze", "raw_events"]}) {
+  assetOrError(assetKey: {path: ["orders", "bronze", "raw_events"]}) {
     ... on Asset {
       assetObservations(limit: 50) {
         metadataEntries { label ... on IntMetadataEntry { intValue } }
@@ -41,18 +41,31 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
     steps = {s["stepKey"]: s["status"] for s in run["stepStats"]}
     # One run from Kafka to the served KPIs: bronze, its two per-run checks, then every
     # asset downstream, all in the same run.
-    assert {k: v for k, v in steps.items() if k.startswith("bronze__")} == {
-        "bronze__raw_events": "SUCCESS",
-        "bronze__raw_events_offsets_contiguous": "SUCCESS",
-        "bronze__raw_events_malformed_rate_below_threshold": "SUCCESS",
+    assert {k: v for k, v in steps.items() if k.startswith("orders__bronze__")} == {
+        "orders__bronze__raw_events": "SUCCESS",
+        "orders__bronze__raw_events_offsets_contiguous": "SUCCESS",
+        "orders__bronze__raw_events_malformed_rate_below_threshold": "SUCCESS",
     }
-    silver_gold = {"silver__events", "silver__order_state", "window_aggregates", "kpi_daily"}
-    assert silver_gold | {"gold__kpi_window", "serving__kpi", "outbound__agg_out"} <= steps.keys()
+    silver_gold = {
+        "orders__silver__events",
+        "orders__silver__entity_state",
+        "orders__gold__window_aggregates",
+        "orders__gold__kpi_daily",
+    }
+    assert (
+        silver_gold
+        | {"orders__gold__kpi_window", "orders__serving__kpi", "orders__outbound__agg_out"}
+        <= steps.keys()
+    )
     assert set(steps.values()) == {"SUCCESS"}
     # The path to the served KPIs runs first; the rest of the graph yields to it.
     times = {s["stepKey"]: (s["startTime"], s["endTime"]) for s in run["stepStats"]}
-    served = times["serving__kpi"][1]
-    for later in ("silver__order_state", "window_aggregates", "outbound__agg_out"):
+    served = times["orders__serving__kpi"][1]
+    for later in (
+        "orders__silver__entity_state",
+        "orders__gold__window_aggregates",
+        "orders__outbound__agg_out",
+    ):
         assert times[later][0] >= served, (later, times)
     checks = {
         e["evaluation"]["checkName"]: e["evaluation"]["success"]
@@ -62,7 +75,7 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
     assert checks["offsets_contiguous"] and checks["malformed_rate_below_threshold"]
     assert checks["event_id_unique"] and all(checks.values()), checks
 
-    table = delta_io.read_arrow(str(dagster_dev.lake_root / "bronze" / "raw_events"))
+    table = delta_io.read_arrow(str(dagster_dev.lake_root / "orders" / "bronze" / "raw_events"))
     sent = {(p, o) for batch in dagster_dev.sent for p, o, _, _ in batch.records}
     got = set(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
     assert got == sent and table.num_rows == 40

@@ -1,0 +1,319 @@
+"""The revenue KPIs of a stream with the order shape, and their DuckDB mirror.
+
+``gold/kpi_window`` (per window and currency) and ``gold/kpi_daily`` (per day and currency:
+revenue, orders created, paid and cancelled, average order value, unique customers) are computed
+by code that knows the order events' fields (``lib/kpi*.py``); ``serving/kpi`` mirrors them into
+DuckDB and ``outbound/kpi_alerts`` raises alerts on them. A stream gets them when its
+declaration has the order shape (``components/builtin.py``); every stream gets its declared KPIs
+(``serving.py``), the generic way to the same tables.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+import duckdb
+from dagster_pyspark import LazyPySparkResource
+from deltalake.exceptions import TableNotFoundError
+from pydantic import Field
+
+from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.derived_checks import missing, report_result
+from eos_assets.defs.outbound import OUTBOUND_POOL, warn
+from eos_assets.defs.priority import AFTER_SERVING
+from eos_assets.defs.silver import run_or_fail, seconds, versions_json
+from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
+from eos_assets.lib import alert_ledger, kpi, serving
+from eos_assets.lib.alert_notify import notify, stuck
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.kpi_daily import update_kpi_daily
+from eos_assets.lib.kpi_window import update_kpi_window
+from eos_assets.lib.reconcile import Served, reconcile_serving
+from eos_assets.lib.serving import VERSIONS_TABLE
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import spark_session
+from eos_assets.resources.warehouse import WarehouseResource
+from eos_assets.settings import Settings, read_alert_policy
+
+DELTA = {"spark", "delta"}
+ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
+SERVING_RECONCILE = "duckdb_matches_delta"
+
+
+@dataclass(frozen=True)
+class OrderKpiKeys:
+    """The keys of a stream's revenue KPI tables."""
+
+    kpi_window: dg.AssetKey
+    kpi_daily: dg.AssetKey
+    kpi_daily_customers: dg.AssetKey
+    serving_kpi: dg.AssetKey
+    kpi_alerts: dg.AssetKey
+
+    @classmethod
+    def of(cls, stream: Stream) -> "OrderKpiKeys":
+        return cls(
+            stream.key(GOLD, "kpi_window"),
+            stream.key(GOLD, "kpi_daily"),
+            stream.key(GOLD, "kpi_daily_customers"),
+            stream.key(SERVING, "kpi"),
+            stream.key(OUTBOUND, "kpi_alerts"),
+        )
+
+
+class KpiWindowConfig(dg.Config):
+    """Windows of the per-window KPIs."""
+
+    window_minutes: float = Field(default=5.0, gt=0, description="Window size in minutes.")
+
+
+def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
+    """The stream's revenue KPI tables and their DuckDB mirror."""
+    keys = OrderKpiKeys.of(stream)
+
+    @dg.asset(key=keys.kpi_window, deps=[stream.events], group_name=stream.group(GOLD), kinds=DELTA)
+    def kpi_window(
+        context: dg.AssetExecutionContext,
+        config: KpiWindowConfig,
+        lake: LakeResource,
+        pyspark: LazyPySparkResource,
+    ) -> dg.MaterializeResult:
+        """Per-window KPIs per currency: revenue, orders created/paid/cancelled, AOV, customers.
+
+        Revenue is paid minus refunded amount, AOV paid amount per paid order, cancellation rate
+        cancelled per created order (see eos_assets/lib/kpi.py). Touched windows are recomputed.
+        """
+        outcome = run_or_fail(
+            lambda: update_kpi_window(
+                spark_session(pyspark),
+                lake.table_uri(*stream.events.path),
+                lake.table_uri(*keys.kpi_window.path),
+                timedelta(minutes=config.window_minutes),
+                lake.storage_options,
+            )
+        )
+        if outcome.silver_versions is None:
+            context.log.info("no new silver versions: nothing to do")
+        return dg.MaterializeResult(metadata=_kpi_metadata(outcome))
+
+    @dg.multi_asset(
+        name=keys.kpi_daily.to_python_identifier(),
+        specs=[
+            dg.AssetSpec(
+                keys.kpi_daily,
+                deps=[stream.events],
+                group_name=stream.group(GOLD),
+                kinds=DELTA,
+                description="Per-day KPIs per currency: revenue (paid minus refunded), orders "
+                "created/paid/cancelled, average order value, unique customers, cancellation rate.",
+            ),
+            dg.AssetSpec(
+                keys.kpi_daily_customers,
+                deps=[stream.events],
+                group_name=stream.group(GOLD),
+                kinds=DELTA,
+                description="The set of (day, currency, customer) behind kpi_daily's unique "
+                "customers, so that the daily count grows with new data only.",
+            ),
+        ]
+    )
+    def kpi_daily(
+        context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
+    ):
+        """Add new silver rows to their days' KPIs; distinct customers through the day's set."""
+        outcome = run_or_fail(
+            lambda: update_kpi_daily(
+                spark_session(pyspark),
+                lake.table_uri(*stream.events.path),
+                lake.table_uri(*keys.kpi_daily.path),
+                lake.table_uri(*keys.kpi_daily_customers.path),
+                lake.storage_options,
+            )
+        )
+        if outcome.silver_versions is None:
+            context.log.info("no new silver versions: nothing to do")
+        yield dg.MaterializeResult(asset_key=keys.kpi_daily, metadata=_kpi_metadata(outcome))
+        yield dg.MaterializeResult(
+            asset_key=keys.kpi_daily_customers,
+            metadata={
+                "delta_version": outcome.customers_version,
+                "new_customer_days": outcome.new_customers,
+            },
+        )
+
+    @dg.asset(
+        key=keys.serving_kpi,
+        deps=[keys.kpi_window, keys.kpi_daily],
+        group_name=stream.group(SERVING),
+        kinds={"delta", "duckdb"},
+    )
+    def serving_kpi(
+        context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:
+        """The KPI tables in the serving database, upserted with the Delta version they reflect.
+
+        Tables ``kpi_window`` and ``kpi_daily`` (primary keys: period and currency) and
+        ``eos_delta_versions`` change in one DuckDB transaction, made in a copy of the file that
+        is then swapped in: readers with the file open keep their version and never block this.
+        """
+        tables = served_tables(keys, lake)
+        outcome = run_or_fail(lambda: serving.serve(warehouse.path, tables, lake.storage_options))
+        if not outcome.upserted:
+            context.log.info("DuckDB already reflects the current Delta versions")
+        return dg.MaterializeResult(
+            metadata={
+                "delta_versions": dg.MetadataValue.json(outcome.versions),
+                "rows_upserted": dg.MetadataValue.json(outcome.upserted),
+                "up_to_date": dg.MetadataValue.json(outcome.skipped),
+                "warehouse": warehouse.path,
+                "seconds": round(outcome.seconds, 3),
+            }
+        )
+
+    return [kpi_window, kpi_daily, serving_kpi]
+
+
+def alert_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition]:
+    """``<stream>/outbound/kpi_alerts`` and its check: alerts on final KPI windows over HTTP."""
+    keys = OrderKpiKeys.of(stream)
+
+    @dg.asset(
+        key=keys.kpi_alerts,
+        deps=[keys.kpi_window, stream.window_aggregates],
+        group_name=stream.group(OUTBOUND),
+        kinds={"delta"},
+        op_tags=AFTER_SERVING,
+        pool=OUTBOUND_POOL,
+    )
+    def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+        """KPI alerts on final windows, delivered to EOS_ALERT_URL with an idempotency key.
+
+        Rules and retries come from ``EOS_ALERT_*`` variables; the table is the delivery ledger
+        (PENDING, SENDING, SUCCESS, FAILED, UNKNOWN per attempt). Without EOS_ALERT_URL the alerts
+        are recorded as PENDING and nothing is delivered.
+        """
+        url = Settings.from_env().alert_url
+        policy = run_or_fail(read_alert_policy)
+        outcome = run_or_fail(
+            lambda: notify(
+                lake.table_uri(*keys.kpi_window.path),
+                lake.table_uri(*stream.window_aggregates.path),
+                lake.table_uri(*keys.kpi_alerts.path),
+                url,
+                policy,
+                lake.storage_options,
+            )
+        )
+        if not policy.rules():
+            context.log.info("no alert rule is set (EOS_ALERT_REVENUE_MIN, ...): nothing to raise")
+        if url is None:
+            context.log.warning(
+                "EOS_ALERT_URL is unset: alerts recorded as PENDING, none delivered"
+            )
+        if outcome.gave_up:
+            context.log.warning(f"{len(outcome.gave_up)} alerts FAILED after their last attempt")
+        return dg.MaterializeResult(
+            metadata={
+                "endpoint": url or "unset: nothing delivered",
+                "rules": dg.MetadataValue.json([r.version for r in policy.rules()]),
+                "alerts_raised": outcome.raised,
+                "delivered": outcome.delivered,
+                "confirmed_by_status": outcome.confirmed,
+                "requests": outcome.requests,
+                "rounds": outcome.rounds,
+                "gave_up": dg.MetadataValue.json(outcome.gave_up),
+                "ledger_states": dg.MetadataValue.json(outcome.states),
+                "seconds": round(outcome.seconds, 3),
+            }
+        )
+
+    @dg.asset_check(
+        asset=keys.kpi_alerts,
+        op_tags=AFTER_SERVING,
+        name=ALERTS_NOT_STUCK,
+        automation_condition=CHECK_WITH_ASSET,
+        description="No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S "
+        "(warns); alerts FAILED for good are counted.",
+    )
+    def no_alert_stuck_in_flight(lake: LakeResource) -> dg.AssetCheckResult:
+        """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""
+        uri = lake.table_uri(*keys.kpi_alerts.path)
+        try:
+            policy = read_alert_policy()
+            states = alert_ledger.read_states(uri, lake.storage_options)
+        except (EosError, OSError, TableNotFoundError) as exc:
+            return warn(False, f"cannot read the alert ledger at {uri}: {exc}", {})
+        late = stuck(states, policy.stuck_after_s)
+        failed = sorted(a for a, s in states.items() if s.state == alert_ledger.FAILED)
+        return warn(
+            not late,
+            f"{len(late)} alerts SENDING or UNKNOWN for over {policy.stuck_after_s:g}s; "
+            f"{len(failed)} FAILED",
+            {
+                "stuck": dg.MetadataValue.json(sorted(s.alert_id for s in late)[:50]),
+                "failed": dg.MetadataValue.json(failed[:50]),
+                "alerts": len(states),
+            },
+        )
+
+    return kpi_alerts, no_alert_stuck_in_flight
+
+
+def serving_check(stream: Stream) -> dg.AssetChecksDefinition:
+    """``duckdb_matches_delta`` on ``<stream>/serving/kpi``."""
+    keys = OrderKpiKeys.of(stream)
+
+    @dg.asset_check(
+        asset=keys.serving_kpi,
+        name=SERVING_RECONCILE,
+        automation_condition=CHECK_WITH_ASSET,
+        description="Each KPI table in DuckDB equals, key by key, its Delta table at the version "
+        "DuckDB records as mirrored.",
+    )
+    def duckdb_matches_delta(
+        lake: LakeResource, warehouse: WarehouseResource
+    ) -> dg.AssetCheckResult:
+        """Reconcile the DuckDB serving tables with the Delta KPI tables."""
+        served = [Served(t.name, t.key, t.uri) for t in served_tables(keys, lake)]
+        try:
+            with warehouse.read() as con:
+                report = reconcile_serving(con, served, VERSIONS_TABLE, lake.storage_options)
+        except (EosError, TableNotFoundError, duckdb.Error) as exc:
+            cause = " ".join(str(exc).split())[:300]
+            return missing(f"cannot read the serving database {warehouse.path} ({cause})")
+        return report_result(report)
+
+    return duckdb_matches_delta
+
+
+def served_tables(keys: "OrderKpiKeys", lake: LakeResource) -> list[serving.ServedTable]:
+    """The KPI tables the serving database mirrors."""
+    return [
+        serving.ServedTable(
+            "kpi_window",
+            lake.table_uri(*keys.kpi_window.path),
+            kpi.KPI_WINDOW_SCHEMA,
+            kpi.KPI_WINDOW_KEY,
+        ),
+        serving.ServedTable(
+            "kpi_daily",
+            lake.table_uri(*keys.kpi_daily.path),
+            kpi.KPI_DAILY_SCHEMA,
+            kpi.KPI_DAILY_KEY,
+        ),
+    ]
+
+
+def _kpi_metadata(outcome: kpi.KpiOutcome) -> dict[str, Any]:
+    return {
+        "delta_version": outcome.version,
+        "silver_versions_consumed": versions_json(outcome.silver_versions),
+        "events_in": outcome.events,
+        "rows_upserted": outcome.rows_written,
+        "silver_rows_read_for_recompute": outcome.silver_rows_read,
+        "new_customer_days": outcome.new_customers,
+        "customer_set_rows_read": outcome.set_rows_read,
+        "attempts": outcome.attempts,
+        "seconds": seconds(outcome.seconds),
+    }
