@@ -221,7 +221,7 @@ def read_range_to_file(
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     fs, root = pafs.FileSystem.from_uri(table_uri)
     target = f"{root.rstrip('/')}/{name}"
-    dictionary, statistics = _encodings(contract, table)
+    dictionary, statistics = parquet_encodings(contract, table)
     pq.write_table(
         table,
         target,
@@ -247,7 +247,7 @@ def read_range_to_file(
     )
 
 
-def _encodings(contract: Contract, table: pa.Table) -> tuple[list[str], list[str]]:
+def parquet_encodings(contract: Contract, table: pa.Table) -> tuple[list[str], list[str]]:
     """The columns of a bronze file written with dictionary pages, and with statistics.
 
     Payload fields: a string with declared values or a boolean gets both; a free string both

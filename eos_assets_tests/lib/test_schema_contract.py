@@ -10,8 +10,11 @@ import pyarrow as pa
 import pytest
 
 from eos_assets.declaration import read_declaration
+from eos_assets.defs.stream import ORDERS
+from eos_assets.devkit.events import Mix, plan_transactions
 from eos_assets.examples import declaration
 from eos_assets.lib.contract import Malformed, error_code, field_code
+from eos_assets.lib.reader import parquet_encodings
 from eos_assets.lib.schema import bronze_schema, to_bronze_table
 from eos_assets.lib.schema_bulk import MIN_BULK, extract_fields
 from eos_assets.lib.schema_careful import extract_careful
@@ -342,6 +345,25 @@ def test_the_example_page_views_declaration_reads_page_views() -> None:
     ]
     assert (rows[0]["user_id"], rows[2]["user_id"], rows[0]["event_time"]) == ("u-1", "7", AT)
     assert "is_entry" not in bronze_schema(declared).names  # not declared there: stays in value
+
+
+def test_parquet_dictionaries_and_statistics_follow_the_contract() -> None:
+    plans = plan_transactions(3, AT, 2000, 2000, Mix())
+    orders = [r.value for plan in plans for r in plan.records]
+    dictionary, statistics = parquet_encodings(ORDERS.contract, bronze(ORDERS.contract, orders))
+    # As for orders before streams were declared: ids and raw values get no dictionary.
+    fixed = {"topic", "partition", "schema_version", "error"}
+    assert set(dictionary) == fixed | {"event_type", "currency"}
+    assert set(statistics) == fixed | {"offset", "kafka_timestamp", "event_time"} | {
+        "event_type",
+        "amount",
+        "currency",
+    }
+    values = [view(view_id=f"v-{i}", session_id=f"s-{i}", page=f"/p/{i % 5}") for i in range(200)]
+    dictionary, statistics = parquet_encodings(VIEWS, bronze(VIEWS, values))
+    assert set(dictionary) == fixed | {"page", "referrer", "is_entry"}
+    assert {"duration_ms", "is_entry", "page"} <= set(statistics)
+    assert "session_id" not in statistics
 
 
 def test_each_contract_screens_its_own_keys() -> None:
