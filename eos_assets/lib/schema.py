@@ -40,7 +40,7 @@ checks below run vectorised on their common output, so a record gets the same ro
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
@@ -81,7 +81,14 @@ _ARROW = {
     BOOLEAN: pa.bool_(),
     TIMESTAMP: UTC_MICROS,
 }
-_EXPECTED = {STRING: "a string", TIMESTAMP: "a string", LONG: "a number", DOUBLE: "a number"}
+# What a payload field of each type must hold, for the error of one that holds another kind.
+_EXPECTED = {
+    STRING: "a string",
+    TIMESTAMP: "a string",
+    LONG: "a number",
+    DOUBLE: "a number",
+    BOOLEAN: "a boolean",
+}
 _INT32 = (-(2**31), 2**31 - 1)
 _QUOTE_LIMIT = 80  # characters of an offending value quoted in an error
 
@@ -251,16 +258,15 @@ def _error(contract: Contract, row: dict[str, object], failed: str | None) -> st
 
 def _field_problem(f: PayloadField, value: object, kind: object) -> str:
     """Why the payload field ``f`` holding ``value`` (or a ``kind`` of JSON) is not valid."""
-    problems: dict[str, Callable[[], str]] = {
-        STRING: lambda: f"{f.name} {_quote(value)} is not one of {', '.join(f.values or ())}",
-        TIMESTAMP: lambda: f"{f.name} {_quote(value)} {ISO_PROBLEM}",
-        DOUBLE: lambda: f"{f.name} is not a finite float64 number",
-    }
-    if value is not None and f.type in problems:
-        return problems[f.type]()
-    if f.type == LONG and kind == "number":
-        return f"{f.name} is not an integral number within the int64 range"
-    return _absent(f.name, kind, _EXPECTED.get(f.type, "a boolean"))
+    if value is None:
+        if f.type == LONG and kind == "number":
+            return f"{f.name} is not an integral number within the int64 range"
+        return _absent(f.name, kind, _EXPECTED[f.type])
+    if f.type == DOUBLE:
+        return f"{f.name} is not a finite float64 number"
+    if f.type == TIMESTAMP:
+        return f"{f.name} {_quote(value)} {ISO_PROBLEM}"
+    return f"{f.name} {_quote(value)} is not one of {', '.join(f.values or ())}"
 
 
 def _absent(name: str, kind: object, expected: str) -> str:
