@@ -61,7 +61,9 @@ def test_schema_changes_land_in_bronze_and_silver_takes_the_compatible_ones(
     broker.ensure_topic(kafka_bootstrap, topic, 1)
     messages = [(0, b"o-1", value) for group in records.values() for _, value in group]
     send_transaction(kafka_bootstrap, topic, messages)
-    bronze_uri, silver_uri = f"{lake_root}/bronze/raw_events", f"{lake_root}/silver/events"
+    lake = LakeResource(root=lake_root)
+    bronze_uri = lake.table_uri(*ORDERS.raw_events.path)
+    silver_uri = lake.table_uri(*ORDERS.events.path)
     ingest_bronze(
         spark, bronze_uri, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
     )
@@ -92,7 +94,6 @@ def test_schema_changes_land_in_bronze_and_silver_takes_the_compatible_ones(
     assert {r["event_id"] for r in silver} == compatible
     assert "coupon" not in schema.names and "channel" not in schema.names
 
-    lake = LakeResource(root=lake_root)
     monkeypatch.setenv("EOS_MALFORMED_MAX_RATE", "0.05")
     result = checks.malformed_rate_below_threshold(lake=lake)  # type: ignore[call-arg]
     assert isinstance(result, dg.AssetCheckResult) and not result.passed
