@@ -267,7 +267,9 @@ def _aggregate(fold: Fold) -> Column:
 def _merge(fold: Fold) -> Column:
     b, c = F.col(f"b.{fold.name}"), F.col(f"c.{fold.name}")
     if fold.fold in ("sum", "count"):
-        return (b + F.coalesce(c, F.lit(0))).alias(fold.name)
+        # A batch without a value of the field adds nothing: null only while neither has one.
+        total = F.coalesce(b, F.lit(0)) + F.coalesce(c, F.lit(0))
+        return F.when(b.isNull() & c.isNull(), F.lit(None)).otherwise(total).alias(fold.name)
     if fold.fold in ("min", "first_time"):
         return F.least(b, c).alias(fold.name)
     return F.greatest(b, c).alias(fold.name)

@@ -124,3 +124,24 @@ def test_other_folds_over_the_same_events(spark: SparkSession) -> None:
         merged = state(combine(first, then, PER_CUSTOMER))
         touched = {e["customer_id"] for e in events[:split]}
         assert merged == {c: v for c, v in want.items() if c in touched}
+
+
+def test_a_batch_without_values_keeps_an_earlier_sum(spark: SparkSession) -> None:
+    """A sum over an optional field: a later batch whose events all lack it adds nothing."""
+    spec = EntitySpec(
+        key="order_id",
+        key_type=pa.string(),
+        folds=(Fold("total", "sum", pa.float64(), of="amount"),),
+    )
+    with_amount = _event(1, "created", "o-1", 0, 10, 20.0)
+    without = [{**_event(n, "paid", "o-1", n, 10 + n, 0.0), "amount": None} for n in (2, 3)]
+
+    def total(events: list[dict], then: list[dict] | None = None) -> list[float | None]:
+        state = entity_states(_frame(spark, events), spec)
+        if then is not None:
+            state = combine(state, entity_states(_frame(spark, then), spec), spec)
+        return state.toArrow().column("total").to_pylist()
+
+    assert total([with_amount], then=without) == [20.0]
+    assert total(without, then=[with_amount]) == [20.0]
+    assert total(without) == [None]  # no value yet
