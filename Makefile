@@ -62,6 +62,8 @@ spark-archive: preflight
 # to one warm Spark instead of starting a JVM of its own. EOS_SPARK_CONNECT set beforehand wins:
 # empty for the in-process session, sc://host:port for a remote server.
 demo ui: export EOS_SPARK_CONNECT ?= local
+# The stream `make demo` runs: orders, or the example page_views (make demo STREAM=page_views).
+STREAM ?= orders
 SPARK_UP = if [ "$$EOS_SPARK_CONNECT" = local ]; then \
 	  url=$$($(BIN)/eos-assets spark up) || exit 1; \
 	  echo "Spark: the local Spark Connect server at $$url (stop it with 'eos-assets spark down')"; fi
@@ -69,7 +71,7 @@ SPARK_UP = if [ "$$EOS_SPARK_CONNECT" = local ]; then \
 demo: spark-archive
 	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	@$(SPARK_UP)
-	$(BIN)/eos-assets demo
+	$(BIN)/eos-assets demo --stream $(STREAM)
 
 # The UI test drives Debian's Chromium (headless). Installed only when missing.
 chromium:

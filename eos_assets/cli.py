@@ -108,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--count", type=int, default=DemoOptions.count, help="records to produce")
     demo.add_argument("--partitions", type=int, default=DemoOptions.partitions)
     demo.add_argument("--seed", type=int, default=None, help="default: random")
+    demo.add_argument(
+        "--stream",
+        default=DemoOptions.stream,
+        help="a stream declared in eos_assets/streams, or an example of eos_assets/examples "
+        "(page_views)",
+    )
     demo.set_defaults(handler=cmd_demo)
 
     bench = commands.add_parser(
@@ -125,7 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
-    print(run_demo(DemoOptions(count=args.count, partitions=args.partitions, seed=args.seed)))
+    options = DemoOptions(
+        count=args.count, partitions=args.partitions, seed=args.seed, stream=args.stream
+    )
+    print(run_demo(options))
     return 0
 
 

@@ -10,12 +10,19 @@ from pathlib import Path
 
 import dagster as dg
 
-from eos_assets.defs.stream import ORDERS
+from eos_assets import examples, streams
+from eos_assets.components import builtin
+from eos_assets.declaration import StreamModel, read_declaration
+from eos_assets.defs.stream import Stream
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import warehouse_file
-from eos_assets.lib.errors import EosError
+from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.settings import Settings
+
+# How many of the epoch units make a second, by event-time format (ISO strings: none).
+_EPOCH_UNITS = {"epoch_millis": 1000, "epoch_seconds": 1}
+_SHOWN = 8  # rows of each declared KPI table printed
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,7 @@ class DemoOptions:
     count: int = 20_000
     partitions: int = 6
     seed: int | None = None
+    stream: str = "orders"  # a declared stream, or an example (eos_assets/examples)
 
 
 def run_demo(options: DemoOptions) -> str:
@@ -40,12 +48,15 @@ def run_demo(options: DemoOptions) -> str:
         bootstrap = settings.kafka_bootstrap
         broker.check_reachable(bootstrap, dict(settings.kafka_client))
         where = f"Kafka at {bootstrap}"
-    topic = settings.topics[0]
+    model, defs = _stream_definitions(options.stream, settings)
+    stream = Stream.of(model)
+    topic = settings.topics[0] if settings.topics_from_env else stream.topics[0]
     manifest = state_dir / "manifests" / f"demo-{int(time.time())}.jsonl"
     clock = state_dir / "demo_clock.txt"
     produced = produce(
         bootstrap,
         ProduceOptions(
+            stream=options.stream,
             topic=topic,
             count=options.count,
             partitions=options.partitions,
@@ -59,26 +70,24 @@ def run_demo(options: DemoOptions) -> str:
         manifest,
         client_config=dict(settings.kafka_client),
     )
-    _save_clock(clock, manifest)
+    _save_clock(clock, manifest, model)
     produce_s = time.monotonic() - began
 
-    from eos_assets.definitions import defs
-
     instance = dg.DagsterInstance.get()
-    job = defs.resolve_job_def("materialize_all")
+    job = defs.resolve_job_def(f"demo_{stream.name}")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     result = job.execute_in_process(run_config=quiet, instance=instance, raise_on_error=False)
     if not result.success:
         failure = next((e for e in result.all_events if e.is_failure), None)
         message = failure.message if failure is not None else "see the run in `make ui`"
         raise EosError(f"the demo run {result.run_id} failed: {message}")
-    meta = _bronze_metadata(result)
+    meta = _metadata(result, stream.raw_events)
     lines = [
-        f"eos_assets demo: {where}, topic {topic!r}",
+        f"eos_assets demo: stream {stream.name}, {where}, topic {topic!r}",
         f"  produced: {produced.committed} committed and {produced.aborted} aborted records "
         f"in {produce_s:.1f}s (manifest {manifest})",
         f"  run {result.run_id} (Dagster instance {instance.root_directory})",
-        "  bronze/raw_events per partition (records, malformed, offsets):",
+        f"  {stream.raw_events.to_user_string()} per partition (records, malformed, offsets):",
     ]
     for r in meta["ranges"]:
         expected = produced.committed_by_partition.get(r["partition"], 0)
@@ -91,35 +100,73 @@ def run_demo(options: DemoOptions) -> str:
         f"  total: {meta['records']} records, {meta['malformed']} malformed, "
         f"Delta version {meta['delta_version']}, ingest {meta['seconds'].get('total', 0):.1f}s"
     )
-    lines.extend(_derived_lines(result))
-    lines.extend(_kpi_lines(settings.warehouse))
+    lines.extend(_derived_lines(result, stream))
+    revenue = builtin.has_order_shape(model)
+    lines.extend(_kpi_lines(settings.warehouse, stream, revenue))
     lines.append(
         "  seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in _step_seconds(result))
     )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
-    lines.extend(_next_steps(settings.warehouse))
+    lines.extend(_next_steps(settings.warehouse, stream, revenue))
     return "\n".join(lines)
 
 
-def query_command(warehouse: str) -> str:
-    """A shell command that prints the daily KPIs from the serving database, read-only."""
+def query_command(warehouse: str, sql: str) -> str:
+    """A shell command that prints ``sql`` over the serving database, read-only."""
     python = Path(sys.executable)
     if python.is_relative_to(Path.cwd()):
         python = python.relative_to(Path.cwd())
     return (
         f'{python} -c "import duckdb; print(duckdb.connect('
-        f"'{warehouse}', read_only=True).sql('FROM kpi_daily ORDER BY day, currency'))\""
+        f"'{warehouse}', read_only=True).sql('{sql}'))\""
     )
 
 
-def _next_steps(warehouse: str) -> list[str]:
+def _next_steps(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
+    sql = "FROM kpi_daily ORDER BY day, currency"
+    if stream.served and not revenue:
+        sql = f"FROM {stream.name}.{stream.served[0][0]}"
     return [
         "",
         "Query the KPIs (read-only: safe while the pipeline runs; reconnect to see new data):",
-        f"  {query_command(warehouse)}",
+        f"  {query_command(warehouse, sql)}",
         "Next: `make ui` (Dagster on http://127.0.0.1:3000): the lag sensor ingests and serves "
         "whatever `eos-assets produce` sends next.",
     ]
+
+
+def _stream_definitions(name: str, settings: Settings) -> tuple[StreamModel, dg.Definitions]:
+    """The declaration of stream ``name`` and definitions with a job of its assets.
+
+    A stream declared in ``eos_assets/streams`` runs in the code location's definitions; an
+    example (``eos_assets/examples``) runs on its own.
+
+    Raises:
+        ConfigError: no declared or example stream has that name.
+    """
+    if streams.declaration(name).exists():
+        from eos_assets.definitions import defs as loaded
+        from eos_assets.definitions import streams as models
+
+        model = next(m for m in models if m.name == name)
+        defs = loaded
+    elif examples.declaration(name).exists():
+        from eos_assets.definitions import build_shared
+
+        model = read_declaration(examples.declaration(name))
+        defs = dg.Definitions.merge(builtin.definitions(model), build_shared([model], settings))
+    else:
+        raise ConfigError(
+            f"no stream {name!r}: declare it in eos_assets/streams/{name}/defs.yaml, or name "
+            "an example of eos_assets/examples"
+        )
+    stream = Stream.of(model)
+    layers = ("bronze", "silver", "gold", "serving", "outbound")
+    job = dg.define_asset_job(
+        f"demo_{stream.name}",
+        selection=dg.AssetSelection.groups(*(stream.group(layer) for layer in layers)),
+    )
+    return model, dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
 
 
 def _continue_clock(clock: Path) -> datetime:
@@ -134,14 +181,18 @@ def _continue_clock(clock: Path) -> datetime:
     return max(now, datetime.fromisoformat(clock.read_text().strip()))
 
 
-def _save_clock(clock: Path, manifest: Path) -> None:
+def _save_clock(clock: Path, manifest: Path, model: StreamModel) -> None:
     """Remember the latest event time this demo committed."""
     latest: datetime | None = None
+    field, unit = model.event_time.field, _EPOCH_UNITS.get(str(model.event_time.format))
     for record in read_manifest(manifest):
         if record["status"] != "committed" or record["malformed"] is not None:
             continue
-        value = json.loads(base64.b64decode(record["value_b64"]))
-        stamp = datetime.fromisoformat(value["event_time"].replace("Z", "+00:00"))
+        value = json.loads(base64.b64decode(record["value_b64"]))[field]
+        if unit is None:
+            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        else:
+            stamp = datetime.fromtimestamp(value / unit, UTC)
         latest = stamp if latest is None or stamp > latest else latest
     if latest is not None:
         clock.write_text(latest.isoformat())
@@ -156,30 +207,59 @@ def _step_seconds(result: dg.ExecuteInProcessResult) -> list[tuple[str, float]]:
     ]
 
 
-def _metadata(result: dg.ExecuteInProcessResult, node: str, key: dg.AssetKey) -> dict:
-    for mat in result.asset_materializations_for_node(node):
+def _metadata(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> dict:
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
         if mat.asset_key == key:
             return {k: v.value for k, v in mat.metadata.items()}
     raise EosError(f"the demo run did not materialize {key.to_user_string()}")
 
 
-def _derived_lines(result: dg.ExecuteInProcessResult) -> list[str]:
+def _derived_lines(result: dg.ExecuteInProcessResult, stream: Stream) -> list[str]:
     """One line per silver and gold table: what this run added."""
-    events = _metadata(result, "orders__silver__events", ORDERS.events)
-    state = _metadata(result, "orders__silver__entity_state", ORDERS.entity_state)
-    windows = _metadata(result, "orders__gold__window_aggregates", ORDERS.window_aggregates)
-    return [
-        f"  silver/events: {events['rows_inserted']} events inserted, "
+    events = _metadata(result, stream.events)
+    windows = _metadata(result, stream.window_aggregates)
+    lines = [
+        f"  {stream.events.to_user_string()}: {events['rows_inserted']} events inserted, "
         f"{events['duplicates_in_batch'] + events['duplicates_already_in_silver']} duplicates "
         f"and {events['malformed_excluded']} malformed records left out",
-        f"  silver/order_state: {state['entities_touched']} orders touched",
-        f"  gold/window_aggregates: {windows['windows_recomputed']} windows computed, "
-        f"{windows['late_events']} late events recorded in gold/late_events, "
-        f"watermark {windows['watermark']}",
     ]
+    if stream.entity is not None:
+        state = _metadata(result, stream.entity_state)
+        lines.append(
+            f"  {stream.entity_state.to_user_string()}: {state['entities_touched']} "
+            f"{stream.entity.key} values touched"
+        )
+    lines.append(
+        f"  {stream.window_aggregates.to_user_string()}: {windows['windows_recomputed']} "
+        f"windows computed, {windows['late_events']} late events recorded in "
+        f"{stream.late_events.to_user_string()}, watermark {windows['watermark']}"
+    )
+    return lines
 
 
-def _kpi_lines(warehouse: str) -> list[str]:
+def _kpi_lines(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
+    """The KPIs as served from DuckDB: the daily revenue KPIs, or else the declared ones."""
+    if revenue:
+        return _revenue_lines(warehouse)
+    lines = []
+    with warehouse_file.connect_reader(warehouse) as conn:
+        for name, _ in stream.served:
+            table = f"{stream.name}.{name}"
+            rows = conn.execute(f"FROM {table} ORDER BY ALL LIMIT {_SHOWN}").fetchall()
+            columns = [c[0] for c in conn.description or []]
+            (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone() or (0,)
+            lines.append(f"  {table} from DuckDB ({count} rows, first {len(rows)}):")
+            lines.append("    " + " | ".join(columns))
+            lines += ["    " + " | ".join(_cell(v) for v in row) for row in rows]
+    return lines
+
+
+def _cell(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _revenue_lines(warehouse: str) -> list[str]:
     """The daily KPI table as served from DuckDB, and the Delta versions it reflects."""
     with warehouse_file.connect_reader(warehouse) as conn:
         rows = conn.execute(
@@ -202,10 +282,3 @@ def _kpi_lines(warehouse: str) -> list[str]:
         )
     lines.append("    reflects Delta " + ", ".join(f"gold/{t} v{v}" for t, v in versions))
     return lines
-
-
-def _bronze_metadata(result: dg.ExecuteInProcessResult) -> dict:
-    for mat in result.asset_materializations_for_node("orders__bronze__raw_events"):
-        if mat.asset_key == ORDERS.raw_events:
-            return {k: v.value for k, v in mat.metadata.items()}
-    raise EosError("the demo run did not materialize bronze/raw_events")
