@@ -2,7 +2,7 @@
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,15 +107,17 @@ def kafka_client_properties(env: Mapping[str, str]) -> dict[str, str]:
     return props
 
 
-def read_limits(env: Mapping[str, str] | None = None) -> Limits:
+def read_limits(env: Mapping[str, str] | None = None, declared: Limits | None = None) -> Limits:
     """The thresholds of the checks and the lag sensor: ``EOS_<FIELD NAME>`` of ``Limits``.
 
-    Read when a check or a sensor tick runs (default: the process environment).
+    Read when a check or a sensor tick runs (default: the process environment). A variable
+    that is set overrides ``declared`` (a stream's declared thresholds), which overrides the
+    built-in defaults.
 
     Raises:
         ConfigError: a variable is not a positive number.
     """
-    return Limits(**_numbers(Limits, "EOS_", env))
+    return replace(declared or Limits(), **_numbers(Limits, "EOS_", env))
 
 
 def read_alert_policy(env: Mapping[str, str] | None = None) -> AlertPolicy:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from eos_assets.declaration import DeclarationError, StreamModel, as_timedelta
+from eos_assets.declaration import DeclarationError, StreamModel
 from eos_assets.defs import (
     automation,
     bronze,
@@ -36,8 +36,6 @@ from eos_assets.defs import (
     silver,
 )
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.limits import Limits
-from eos_assets.lib.windows import WindowSpec
 
 # The events the revenue KPIs compute from, field by field, as a declaration says it.
 ORDER_SHAPE: dict[str, object] = {
@@ -86,36 +84,6 @@ def check_supported(stream: StreamModel, source: str) -> None:
         refuse("topic_pattern", "this version reads named topics only", "list them under topics")
     if stream.start != "earliest":
         refuse("start", "this version starts new partitions at earliest only", "set earliest")
-    default = WindowSpec()
-    if as_timedelta(stream.windows.size) != default.size:
-        refuse(
-            "windows.size",
-            "this version's default window is 5m",
-            "set 5m (a run's config sets another)",
-        )
-    if as_timedelta(stream.windows.grace) != default.grace:
-        refuse(
-            "windows.grace",
-            "this version's default grace is 10m",
-            "set 10m (a run's config sets another)",
-        )
-    limits, thresholds = Limits(), stream.thresholds
-    for field, declared_value, built_in in (
-        ("lag_max_records", thresholds.lag_max_records, limits.lag_max_records),
-        ("lag_max_age", as_timedelta(thresholds.lag_max_age).total_seconds(), limits.lag_max_age_s),
-        (
-            "freshness_max_age",
-            as_timedelta(thresholds.freshness_max_age).total_seconds(),
-            limits.freshness_max_age_s,
-        ),
-        ("malformed_max_rate", thresholds.malformed_max_rate, limits.malformed_max_rate),
-    ):
-        if declared_value != built_in:
-            refuse(
-                f"thresholds.{field}",
-                f"this version's threshold is {built_in} (set per deployment with EOS_* variables)",
-                f"declare {built_in} or leave it out",
-            )
 
 
 @dataclass(frozen=True)

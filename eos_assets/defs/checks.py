@@ -109,7 +109,8 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         def body(uri: str) -> dg.AssetCheckResult:
             log = read_ingest_log(delta_io.load(uri, lake.storage_options))
             errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
-            report = malformed_rate(log, errors, read_limits().malformed_max_rate)
+            limit = read_limits(declared=stream.limits).malformed_max_rate
+            report = malformed_rate(log, errors, limit)
             return _result(
                 report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN
             )
@@ -132,7 +133,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
                 kafka.topics_for(stream.topics),
                 uri,
                 dt,
-                read_limits().freshness_max_age_s,
+                read_limits(declared=stream.limits).freshness_max_age_s,
                 lake.storage_options,
             )
             return _result(
@@ -155,7 +156,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         def body(uri: str) -> dg.AssetCheckResult:
             columns = ["topic", "partition", "offset", "key", "value"]
             bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
-            budget = read_limits().audit_budget_s
+            budget = read_limits(declared=stream.limits).audit_budget_s
             report = audit_bronze(
                 kafka.client_config(),
                 kafka.topics_for(stream.topics),

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pydantic import Field
+from pydantic import Field, create_model
 
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
@@ -17,14 +17,28 @@ from eos_assets.resources.spark import spark_session
 DELTA = {"spark", "delta"}
 
 
-class WindowConfig(dg.Config):
-    """Tumbling event-time windows."""
-
-    window_minutes: float = Field(default=5.0, gt=0, description="Window size in minutes.")
-    grace_minutes: float = Field(
-        default=10.0,
-        ge=0,
-        description="A window is final once max event time seen minus this passes its end.",
+def window_config(stream: Stream) -> type[dg.Config]:
+    """The run config of the stream's windows: its declared size and grace, changeable per run."""
+    return create_model(
+        f"{stream.name}_window_config",
+        __base__=dg.Config,
+        __doc__="Tumbling event-time windows (defaults: the declared size and grace).",
+        window_minutes=(
+            float,
+            Field(
+                default=stream.window.size.total_seconds() / 60,
+                gt=0,
+                description="Window size in minutes.",
+            ),
+        ),
+        grace_minutes=(
+            float,
+            Field(
+                default=stream.window.grace.total_seconds() / 60,
+                ge=0,
+                description="A window is final once max event time seen minus this passes its end.",
+            ),
+        ),
     )
 
 
@@ -32,6 +46,7 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
     """``<stream>/gold/window_aggregates`` and ``late_events``: the declared windows."""
     dimensions = ", ".join(stream.windows.dimensions) or "window"
     measures = ", ".join(f"{m.name} ({m.agg})" for m in stream.windows.measures)
+    WindowConfig = window_config(stream)
 
     @dg.multi_asset(
         name=stream.window_aggregates.to_python_identifier(),

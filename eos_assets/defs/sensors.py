@@ -163,7 +163,7 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
         Raises:
             BrokerError: Kafka is unreachable (the tick fails with one line).
         """
-        limits = read_limits()
+        limits = read_limits(declared=stream.limits)
         now = time.time()
         client = kafka.client_config()
         try:

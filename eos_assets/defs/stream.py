@@ -9,13 +9,15 @@ live in each table's own log, never meet.
 one stream's code without loading the definitions use it).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 
-from eos_assets.declaration import StreamModel, read_declaration
+from eos_assets.declaration import StreamModel, as_timedelta, read_declaration, seconds
 from eos_assets.lib.entity_state import EntitySpec
+from eos_assets.lib.limits import Limits
 from eos_assets.lib.stream_shape import Contract, WindowShape
+from eos_assets.lib.windows import WindowSpec
 from eos_assets.stream_specs import contract, entity_spec, window_shape
 from eos_assets.streams import declaration
 
@@ -33,6 +35,10 @@ class Stream:
     entity: EntitySpec | None
     # The KPIs served in DuckDB: (name, SQL over window_aggregates and entity_state).
     served: tuple[tuple[str, str], ...] = ()
+    # The declared thresholds (EOS_* variables override them) and window size and grace (a
+    # run's config overrides them).
+    limits: Limits = field(default_factory=Limits)
+    window: WindowSpec = field(default_factory=WindowSpec)
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
@@ -44,6 +50,13 @@ class Stream:
             window_shape(model),
             entity_spec(model),
             tuple((name, model.kpis[name].sql) for name in model.serve),
+            Limits(
+                malformed_max_rate=model.thresholds.malformed_max_rate,
+                freshness_max_age_s=seconds(model.thresholds.freshness_max_age),
+                lag_max_records=model.thresholds.lag_max_records,
+                lag_max_age_s=seconds(model.thresholds.lag_max_age),
+            ),
+            WindowSpec(as_timedelta(model.windows.size), as_timedelta(model.windows.grace)),
         )
 
     def key(self, layer: str, table: str) -> dg.AssetKey:

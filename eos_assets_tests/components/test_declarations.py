@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import eos_assets.streams
+from eos_assets import examples
 from eos_assets.declaration import (
     DeclarationError,
     StreamModel,
@@ -22,8 +23,12 @@ from eos_assets.declaration import (
     seconds,
     unmatched_pattern,
 )
+from eos_assets.definitions import build_shared
+from eos_assets.defs.gold import window_config
+from eos_assets.defs.stream import Stream
+from eos_assets.lib.errors import ConfigError
 from eos_assets.resources import build_resources
-from eos_assets.settings import Settings
+from eos_assets.settings import Settings, read_limits
 from eos_assets_tests.declared import Loader
 
 SHIPPED = Path(eos_assets.streams.__file__).parent / "orders" / "defs.yaml"
@@ -153,6 +158,37 @@ def test_another_shape_gets_its_own_tables_and_no_revenue_kpis(load: Loader) -> 
     keys = {k.to_user_string() for a in defs.assets or [] for k in a.keys}  # type: ignore[union-attr]
     assert {"orders/gold/window_aggregates", "orders/serving/kpis"} <= keys
     assert not {"orders/gold/kpi_daily", "orders/serving/kpi"} & keys  # the order shape's own
+
+
+def test_two_streams_load_side_by_side_with_their_own_names(load: Loader) -> None:
+    views = yaml.safe_load(examples.declaration("page_views").read_text())
+    defs, streams = load({"orders": orders(), "page_views": views})
+    assert sorted(s.name for s in streams) == ["orders", "page_views"]
+    keys = {k.to_user_string() for a in defs.assets or [] for k in a.keys}  # type: ignore[union-attr]
+    for stream in ("orders", "page_views"):
+        assert {f"{stream}/bronze/raw_events", f"{stream}/gold/window_aggregates"} <= keys
+    groups = {spec.group_name for a in defs.assets or [] for spec in a.specs}  # type: ignore[union-attr]
+    assert {"orders_bronze", "page_views_bronze", "page_views_serving"} <= groups
+    sensors = {s.name for s in defs.sensors or []}
+    assert {"orders_ingest_on_kafka_lag", "page_views_ingest_on_kafka_lag"} <= sensors
+    shared = build_shared(streams, Settings.from_env({}))
+    assert {j.name for j in shared.jobs or []} >= {"ingest_and_refresh", "materialize_all"}
+    with pytest.raises(ConfigError, match="EOS_TOPICS names the topics of one stream"):
+        build_shared(streams, Settings.from_env({"EOS_TOPICS": "x"}))
+
+
+def test_declared_thresholds_and_window_are_the_defaults_variables_and_config_override() -> None:
+    attributes = orders()["attributes"]
+    attributes["thresholds"] = {"malformed_max_rate": 0.05, "lag_max_age": "2m"}
+    attributes["windows"] = {**attributes["windows"], "size": "90s", "grace": "1h"}
+    stream = Stream.of(StreamModel.model_validate(attributes))
+    assert read_limits({}, declared=stream.limits).malformed_max_rate == 0.05
+    assert read_limits({}, declared=stream.limits).lag_max_age_s == 120
+    assert read_limits({}, declared=stream.limits).lag_max_records == 10_000  # not declared
+    overridden = read_limits({"EOS_MALFORMED_MAX_RATE": "0.2"}, declared=stream.limits)
+    assert overridden.malformed_max_rate == 0.2
+    fields = window_config(stream).model_fields
+    assert (fields["window_minutes"].default, fields["grace_minutes"].default) == (1.5, 60.0)
 
 
 def test_an_empty_streams_folder(load: Loader) -> None:
