@@ -13,9 +13,10 @@ A stream whose events have the order shape (``ORDER_SHAPE``) also gets the reven
 and their alerts (``defs/order_kpis.py``). The jobs, schedules and the automation sensor cover
 every stream and are built once (``eos_assets/definitions.py``).
 
-Not yet taken from a declaration, and refused with one line when it differs: ``topic_pattern``,
-a ``start`` other than earliest, the window ``size`` and ``grace`` (a run's config sets them)
-and the thresholds (``EOS_*`` variables set them per deployment).
+The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
+thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
+Not yet taken from a declaration, and refused with one line: ``topic_pattern`` and a ``start``
+other than earliest.
 """
 
 from dataclasses import dataclass
