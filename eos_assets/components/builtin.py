@@ -15,8 +15,8 @@ every stream and are built once (``eos_assets/definitions.py``).
 
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
 thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
-Not yet taken from a declaration, and refused with one line: ``topic_pattern`` and a ``start``
-other than earliest.
+A ``topic_pattern`` is resolved against the broker at every run and tick. Not yet taken from a
+declaration, and refused with one line: a ``start`` other than earliest.
 """
 
 from dataclasses import dataclass
@@ -81,8 +81,6 @@ def check_supported(stream: StreamModel, source: str) -> None:
     def refuse(field: str, problem: str, fix: str) -> None:
         raise DeclarationError(source, field, problem, fix)
 
-    if stream.topic_pattern:
-        refuse("topic_pattern", "this version reads named topics only", "list them under topics")
     if stream.start != "earliest":
         refuse("start", "this version starts new partitions at earliest only", "set earliest")
 

@@ -73,7 +73,7 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
             outcome = ingest_bronze(
                 spark_session(pyspark),
                 table_uri,
-                kafka.topics_for(stream.topics),
+                kafka.topics_for(stream.topics, stream.topic_pattern),
                 client_config,
                 options,
                 lake.storage_options,

@@ -130,7 +130,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             dt: DeltaTable = delta_io.load(uri, lake.storage_options)
             report = bronze_freshness(
                 kafka.client_config(),
-                kafka.topics_for(stream.topics),
+                kafka.topics_for(stream.topics, stream.topic_pattern),
                 uri,
                 dt,
                 read_limits(declared=stream.limits).freshness_max_age_s,
@@ -159,7 +159,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             budget = read_limits(declared=stream.limits).audit_budget_s
             report = audit_bronze(
                 kafka.client_config(),
-                kafka.topics_for(stream.topics),
+                kafka.topics_for(stream.topics, stream.topic_pattern),
                 uri,
                 bronze,
                 budget,

@@ -166,10 +166,14 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
         limits = read_limits(declared=stream.limits)
         now = time.time()
         client = kafka.client_config()
+        topics = kafka.topics_for(stream.topics, stream.topic_pattern)
+        if not topics:
+            reason = f"no topic matches topic_pattern {stream.topic_pattern!r} yet"
+            return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
         try:
             lags = measure_lag(
                 client,
-                kafka.topics_for(stream.topics),
+                topics,
                 lake.table_uri(*stream.raw_events.path),
                 lake.storage_options,
                 False,

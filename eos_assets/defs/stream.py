@@ -39,6 +39,7 @@ class Stream:
     # run's config overrides them).
     limits: Limits = field(default_factory=Limits)
     window: WindowSpec = field(default_factory=WindowSpec)
+    topic_pattern: str | None = None  # instead of ``topics``: every topic it matches
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
@@ -57,6 +58,7 @@ class Stream:
                 lag_max_age_s=seconds(model.thresholds.lag_max_age),
             ),
             WindowSpec(as_timedelta(model.windows.size), as_timedelta(model.windows.grace)),
+            model.topic_pattern,
         )
 
     def key(self, layer: str, table: str) -> dg.AssetKey:

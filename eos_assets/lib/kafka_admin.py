@@ -1,6 +1,7 @@
 """Probes and topic creation that work with any Kafka broker (embedded or real)."""
 
 import logging
+import re
 import socket
 import time
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 # The topic and transactional id that probe_transactions uses.
 READY_TOPIC = "__eos_assets_ready"
+# Suffixes of the topics the product writes: never read as a stream's input.
+_OWN = ("-agg-out", ".position")
 
 
 def probe(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> bool:
@@ -164,6 +167,32 @@ def probe_transactions(
     finally:
         consumer.close()
     raise BrokerError(f"Kafka at {bootstrap} did not return a committed record in {timeout:g}s")
+
+
+def matching_topics(client_config: Mapping[str, str], pattern: str, timeout: float) -> list[str]:
+    """The topics whose whole name matches ``pattern``, sorted.
+
+    Kafka's internal topics (``__*``) and the topics the product itself writes (window
+    revisions ``*-agg-out`` and publisher positions ``*.position``) never match.
+
+    Raises:
+        BrokerError: Kafka is unreachable.
+    """
+    bootstrap = client_config.get("bootstrap.servers", "")
+    admin = AdminClient(dict(client_config), logger=_quiet)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): "
+            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+        ) from exc
+    regex = re.compile(pattern)
+    return sorted(
+        name
+        for name in metadata.topics
+        if regex.fullmatch(name) and not name.startswith("__") and not name.endswith(_OWN)
+    )
 
 
 def _partition_count(admin: AdminClient, bootstrap: str, topic: str, timeout: float) -> int:

@@ -7,7 +7,11 @@ import dagster as dg
 from pydantic import Field
 
 from eos_assets.devkit import broker
+from eos_assets.lib.kafka_admin import matching_topics
 from eos_assets.settings import Settings
+
+# Seconds to list the broker's topics for a topic pattern.
+_LIST_TIMEOUT_S = 10.0
 
 
 class KafkaResource(dg.ConfigurableResource):
@@ -36,12 +40,22 @@ class KafkaResource(dg.ConfigurableResource):
         description="Group that receives the advisory offset commits (for lag tools).",
     )
 
-    def topics_for(self, declared: Sequence[str]) -> list[str]:
-        """The topics a stream reads: this resource's override, ``EOS_TOPICS``, or ``declared``."""
+    def topics_for(self, declared: Sequence[str], pattern: str | None = None) -> list[str]:
+        """The topics a stream reads: this resource's override, ``EOS_TOPICS``, ``declared``,
+        or the topics that match the declared ``pattern`` now (a new one is read from the next
+        run on).
+
+        Raises:
+            BrokerError: a pattern is declared and Kafka is unreachable.
+        """
         if self.topics:
             return list(self.topics)
         settings = Settings.from_env()
-        return list(settings.topics) if settings.topics_from_env else list(declared)
+        if settings.topics_from_env:
+            return list(settings.topics)
+        if pattern:
+            return matching_topics(self.client_config(), pattern, _LIST_TIMEOUT_S)
+        return list(declared)
 
     def client_config(self) -> dict[str, str]:
         """librdkafka properties for every client the product creates."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 from deltalake import DeltaTable
 
+from eos_assets.lib.kafka_admin import ensure_topic
 from eos_assets_tests.declared import Loader, produce_json, run_stream
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z, epoch seconds
@@ -137,3 +138,34 @@ def test_a_stream_declared_in_a_test_is_materialized_end_to_end(
         (devices,) = con.execute("SELECT devices FROM readings.devices").fetchone() or (None,)
     assert served == {d: sum(v["device"] == d for v in valid) for d in ("d0", "d1", "d2")}
     assert devices == 3
+
+
+def test_a_topic_pattern_reads_every_matching_topic_and_new_ones_at_the_next_run(
+    load: Loader, kafka_bootstrap: str, spark, lake_root: str, tmp_path: Path
+) -> None:
+    prefix = f"sensors-{uuid.uuid4().hex[:6]}"
+    document = declaration("unused")
+    del document["attributes"]["topics"]
+    document["attributes"]["topic_pattern"] = rf"{prefix}\.site-[a-z]+"
+    _, (model,) = load({"readings": document})
+    _, valid = readings()
+    first, second, later = (f"{prefix}.site-{s}" for s in ("north", "south", "west"))
+    for topic in (first, second, f"{prefix}.other"):  # the last one does not match
+        ensure_topic(kafka_bootstrap, topic, 1)
+    produce_json(kafka_bootstrap, first, valid[:20], partitions=1)
+    produce_json(kafka_bootstrap, second, valid[20:], partitions=1)
+    produce_json(kafka_bootstrap, f"{prefix}.other", valid, partitions=1)
+    warehouse = tmp_path / "serving.duckdb"
+
+    parts, result = run_stream(model, kafka_bootstrap, lake_root, warehouse)
+    assert result.success
+    uri = f"{lake_root}/{'/'.join(parts.stream.raw_events.path)}"
+    bronze = DeltaTable(uri).to_pyarrow_table(columns=["topic"]).column("topic").to_pylist()
+    assert sorted(set(bronze)) == [first, second] and len(bronze) == len(valid)
+
+    ensure_topic(kafka_bootstrap, later, 1)  # created after the first run: read by the next
+    produce_json(kafka_bootstrap, later, [{**valid[0], "reading_id": "r-late"}], partitions=1)
+    _, again = run_stream(model, kafka_bootstrap, lake_root, warehouse)
+    assert again.success
+    bronze = DeltaTable(uri).to_pyarrow_table(columns=["topic"]).column("topic").to_pylist()
+    assert bronze.count(later) == 1 and len(bronze) == len(valid) + 1
