@@ -40,6 +40,8 @@ class Stream:
     limits: Limits = field(default_factory=Limits)
     window: WindowSpec = field(default_factory=WindowSpec)
     topic_pattern: str | None = None  # instead of ``topics``: every topic it matches
+    # Where a partition never read starts: "earliest", "latest", or an ISO-8601 time.
+    start: str = "earliest"
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
@@ -59,6 +61,7 @@ class Stream:
             ),
             WindowSpec(as_timedelta(model.windows.size), as_timedelta(model.windows.grace)),
             model.topic_pattern,
+            model.start,
         )
 
     def key(self, layer: str, table: str) -> dg.AssetKey:
