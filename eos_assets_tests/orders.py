@@ -12,7 +12,8 @@ from eos_assets.defs import jobs, order_kpis, sensors
 from eos_assets.defs.checks import FRESHNESS, KAFKA_AUDIT, MALFORMED_RATE, OFFSETS_CONTIGUOUS
 from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, WINDOWS_RECONCILE
 from eos_assets.defs.maintenance import z_order
-from eos_assets.defs.order_kpis import ALERTS_NOT_STUCK, SERVING_RECONCILE
+from eos_assets.defs.order_alerts import ALERTS_NOT_STUCK
+from eos_assets.defs.order_kpis import SERVING_RECONCILE
 from eos_assets.defs.outbound import AGG_OUT_CAUGHT_UP
 from eos_assets.defs.stream import ORDERS as STREAM
 from eos_assets.streams import declaration

@@ -15,21 +15,22 @@ every stream and are built once (``eos_assets/definitions.py``).
 
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
 thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
-A ``topic_pattern`` is resolved against the broker at every run and tick. Not yet taken from a
-declaration, and refused with one line: a ``start`` other than earliest.
+A ``topic_pattern`` is resolved against the broker at every run and tick, and ``start`` says
+where a partition never read starts (``lib/starts.py``).
 """
 
 from dataclasses import dataclass
 
 import dagster as dg
 
-from eos_assets.declaration import DeclarationError, StreamModel
+from eos_assets.declaration import StreamModel
 from eos_assets.defs import (
     automation,
     bronze,
     checks,
     derived_checks,
     gold,
+    order_alerts,
     order_kpis,
     outbound,
     sensors,
@@ -72,17 +73,13 @@ def has_order_shape(stream: StreamModel) -> bool:
 
 
 def check_supported(stream: StreamModel, source: str) -> None:
-    """Refuse what this version does not yet take from a declaration.
+    """Refuse what this version does not yet take from a declaration: nothing any more (every
+    declared field, ``start`` included, is taken); kept as the place a future refusal goes.
 
     Raises:
-        DeclarationError: the first such field, with what this version does instead.
+        DeclarationError: never in this version.
     """
-
-    def refuse(field: str, problem: str, fix: str) -> None:
-        raise DeclarationError(source, field, problem, fix)
-
-    if stream.start != "earliest":
-        refuse("start", "this version starts new partitions at earliest only", "set earliest")
+    del stream, source
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,7 @@ def build(model: StreamModel) -> StreamParts:
     served = stream.kpis
     if has_order_shape(model):
         revenue = order_kpis.kpi_assets(stream)
-        kpi_alerts, alerts_check = order_kpis.alert_assets(stream)
+        kpi_alerts, alerts_check = order_alerts.alert_assets(stream)
         revenue_checks = [order_kpis.serving_check(stream), alerts_check]
         served = order_kpis.OrderKpiKeys.of(stream).serving_kpi
     return StreamParts(

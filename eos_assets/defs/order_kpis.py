@@ -3,9 +3,9 @@
 ``gold/kpi_window`` (per window and currency) and ``gold/kpi_daily`` (per day and currency:
 revenue, orders created, paid and cancelled, average order value, unique customers) are computed
 by code that knows the order events' fields (``lib/kpi*.py``); ``serving/kpi`` mirrors them into
-DuckDB and ``outbound/kpi_alerts`` raises alerts on them. A stream gets them when its
-declaration has the order shape (``components/builtin.py``); every stream gets its declared KPIs
-(``serving.py``), the generic way to the same tables.
+DuckDB, and ``outbound/kpi_alerts`` raises alerts on them (``order_alerts.py``). A stream gets
+them when its declaration has the order shape (``components/builtin.py``); every stream gets
+its declared KPIs (``serving.py``), the generic way to the same tables.
 """
 
 from dataclasses import dataclass
@@ -20,12 +20,9 @@ from pydantic import Field
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.derived_checks import missing, report_result
-from eos_assets.defs.outbound import OUTBOUND_POOL, warn
-from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
-from eos_assets.lib import alert_ledger, kpi, serving
-from eos_assets.lib.alert_notify import notify, stuck
+from eos_assets.lib import kpi, serving
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.kpi_daily import update_kpi_daily
 from eos_assets.lib.kpi_window import update_kpi_window
@@ -34,10 +31,8 @@ from eos_assets.lib.serving import VERSIONS_TABLE
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets.settings import Settings, read_alert_policy
 
 DELTA = {"spark", "delta"}
-ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
 SERVING_RECONCILE = "duckdb_matches_delta"
 
 
@@ -116,7 +111,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
                 description="The set of (day, currency, customer) behind kpi_daily's unique "
                 "customers, so that the daily count grows with new data only.",
             ),
-        ]
+        ],
     )
     def kpi_daily(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
@@ -172,92 +167,6 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
         )
 
     return [kpi_window, kpi_daily, serving_kpi]
-
-
-def alert_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition]:
-    """``<stream>/outbound/kpi_alerts`` and its check: alerts on final KPI windows over HTTP."""
-    keys = OrderKpiKeys.of(stream)
-
-    @dg.asset(
-        key=keys.kpi_alerts,
-        deps=[keys.kpi_window, stream.window_aggregates],
-        group_name=stream.group(OUTBOUND),
-        kinds={"delta"},
-        op_tags=AFTER_SERVING,
-        pool=OUTBOUND_POOL,
-    )
-    def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-        """KPI alerts on final windows, delivered to EOS_ALERT_URL with an idempotency key.
-
-        Rules and retries come from ``EOS_ALERT_*`` variables; the table is the delivery ledger
-        (PENDING, SENDING, SUCCESS, FAILED, UNKNOWN per attempt). Without EOS_ALERT_URL the alerts
-        are recorded as PENDING and nothing is delivered.
-        """
-        url = Settings.from_env().alert_url
-        policy = run_or_fail(read_alert_policy)
-        outcome = run_or_fail(
-            lambda: notify(
-                lake.table_uri(*keys.kpi_window.path),
-                lake.table_uri(*stream.window_aggregates.path),
-                lake.table_uri(*keys.kpi_alerts.path),
-                url,
-                policy,
-                lake.storage_options,
-            )
-        )
-        if not policy.rules():
-            context.log.info("no alert rule is set (EOS_ALERT_REVENUE_MIN, ...): nothing to raise")
-        if url is None:
-            context.log.warning(
-                "EOS_ALERT_URL is unset: alerts recorded as PENDING, none delivered"
-            )
-        if outcome.gave_up:
-            context.log.warning(f"{len(outcome.gave_up)} alerts FAILED after their last attempt")
-        return dg.MaterializeResult(
-            metadata={
-                "endpoint": url or "unset: nothing delivered",
-                "rules": dg.MetadataValue.json([r.version for r in policy.rules()]),
-                "alerts_raised": outcome.raised,
-                "delivered": outcome.delivered,
-                "confirmed_by_status": outcome.confirmed,
-                "requests": outcome.requests,
-                "rounds": outcome.rounds,
-                "gave_up": dg.MetadataValue.json(outcome.gave_up),
-                "ledger_states": dg.MetadataValue.json(outcome.states),
-                "seconds": round(outcome.seconds, 3),
-            }
-        )
-
-    @dg.asset_check(
-        asset=keys.kpi_alerts,
-        op_tags=AFTER_SERVING,
-        name=ALERTS_NOT_STUCK,
-        automation_condition=CHECK_WITH_ASSET,
-        description="No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S "
-        "(warns); alerts FAILED for good are counted.",
-    )
-    def no_alert_stuck_in_flight(lake: LakeResource) -> dg.AssetCheckResult:
-        """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""
-        uri = lake.table_uri(*keys.kpi_alerts.path)
-        try:
-            policy = read_alert_policy()
-            states = alert_ledger.read_states(uri, lake.storage_options)
-        except (EosError, OSError, TableNotFoundError) as exc:
-            return warn(False, f"cannot read the alert ledger at {uri}: {exc}", {})
-        late = stuck(states, policy.stuck_after_s)
-        failed = sorted(a for a, s in states.items() if s.state == alert_ledger.FAILED)
-        return warn(
-            not late,
-            f"{len(late)} alerts SENDING or UNKNOWN for over {policy.stuck_after_s:g}s; "
-            f"{len(failed)} FAILED",
-            {
-                "stuck": dg.MetadataValue.json(sorted(s.alert_id for s in late)[:50]),
-                "failed": dg.MetadataValue.json(failed[:50]),
-                "alerts": len(states),
-            },
-        )
-
-    return kpi_alerts, no_alert_stuck_in_flight
 
 
 def serving_check(stream: Stream) -> dg.AssetChecksDefinition:
