@@ -67,6 +67,7 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
             read_timeout_s=config.read_timeout_s,
             group_id=kafka.consumer_group,
             accept_data_loss=config.accept_data_loss,
+            start=stream.start,
         )
         try:
             client_config = kafka.client_config()

@@ -19,9 +19,9 @@ from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.burrow import LagHistory, Sample, decide, run_key, worst
+from eos_assets.lib.burrow import Decision, LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.errors import TopicMissingError
-from eos_assets.lib.lag import PartitionLag, measure_lag, with_ages
+from eos_assets.lib.lag import PartitionLag, measure_lag, pin_reason, with_ages
 from eos_assets.lib.limits import Limits
 from eos_assets.lib.ranges import ACCEPT_LOSS, loss_summary
 from eos_assets.resources.kafka import KafkaResource
@@ -177,6 +177,7 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                 lake.table_uri(*stream.raw_events.path),
                 lake.storage_options,
                 False,
+                start=stream.start,
             )
         except TopicMissingError as missing:
             # The first state of a new deployment: no producer has written yet. Not a failure.
@@ -214,6 +215,8 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
             limits.lag_max_age_s,
             only_markers,
         )
+        if not decision.launch and (pin := pin_reason(lags)):
+            decision = Decision(True, pin)
         reason = decision.reason
         if not decision.launch and (held := [lg for lg in lags if lg.held_back]):
             # Bronze is as far as read_committed readers can go; say what holds Kafka back.

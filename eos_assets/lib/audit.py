@@ -14,7 +14,9 @@ checked and are counted apart.
 Offsets Kafka deleted before the ingest read them can be compared with nothing. Those an ingest
 was told to skip (``eos.lost`` in its commit) are reported as acknowledged loss, with how many
 offsets; a table position below the low watermark is a loss nobody acknowledged yet, and the
-audit fails on it.
+audit fails on it. Offsets a declared start passed over when the table first read a partition
+(``eos.skipped``) were never meant to be in bronze: they are not read, counted as skipped, and
+a row of bronze among them is invented.
 """
 
 import logging
@@ -56,6 +58,7 @@ class PartitionAudit:
     altered: list[int] = field(default_factory=list)
     below_low: int = 0
     acknowledged: list[tuple[int, int]] = field(default_factory=list)
+    skipped: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def unacknowledged(self) -> tuple[int, int] | None:
@@ -68,6 +71,11 @@ class PartitionAudit:
     def lost_offsets(self) -> int:
         """Offsets acknowledged as lost by an ingest (deleted by Kafka before they were read)."""
         return sum(end - start for start, end in self.acknowledged)
+
+    @property
+    def skipped_offsets(self) -> int:
+        """Offsets before the stream's declared start, skipped when the table first read it."""
+        return sum(end - start for start, end in self.skipped)
 
     @property
     def name(self) -> str:
@@ -94,6 +102,8 @@ class PartitionAudit:
             "below_low_watermark": self.below_low,
             "acknowledged_lost_offsets": self.lost_offsets,
             "acknowledged_lost": [f"[{s}, {e})" for s, e in self.acknowledged[:SAMPLE]],
+            "skipped_offsets": self.skipped_offsets,
+            "skipped": [f"[{s}, {e})" for s, e in self.skipped[:SAMPLE]],
             "unacknowledged_lost": _half_open(self.unacknowledged),
             "first_missing": spans(self.missing),
             "first_invented": spans(self.invented),
@@ -127,6 +137,11 @@ class AuditReport:
     def lost_offsets(self) -> int:
         """Offsets acknowledged as lost, all partitions."""
         return sum(p.lost_offsets for p in self.partitions)
+
+    @property
+    def skipped_offsets(self) -> int:
+        """Offsets before the declared start, all partitions."""
+        return sum(p.skipped_offsets for p in self.partitions)
 
     @property
     def discrepancies(self) -> int:
@@ -166,13 +181,20 @@ class AuditReport:
                 f"{unread[0].name} up to offset {unread[0].audited_to} of {unread[0].position}"
             )
         acknowledged = [p for p in self.partitions if p.acknowledged]
-        note = (
-            f"{self.lost_offsets} offset(s) Kafka deleted before they were ingested were "
-            f"acknowledged as lost (first: {acknowledged[0].name} offsets "
-            f"{_half_open(acknowledged[0].acknowledged[0])})"
-            if acknowledged
-            else ""
-        )
+        notes = []
+        if acknowledged:
+            notes.append(
+                f"{self.lost_offsets} offset(s) Kafka deleted before they were ingested were "
+                f"acknowledged as lost (first: {acknowledged[0].name} offsets "
+                f"{_half_open(acknowledged[0].acknowledged[0])})"
+            )
+        skipped = [p for p in self.partitions if p.skipped]
+        if skipped:
+            notes.append(
+                f"{self.skipped_offsets} offset(s) before the stream's declared start were "
+                f"skipped (first: {skipped[0].name} offsets {_half_open(skipped[0].skipped[0])})"
+            )
+        note = "; ".join(notes)
         if parts:
             return "; ".join([*parts, note] if note else parts)
         records = sum(p.kafka_records for p in self.partitions)
@@ -191,6 +213,7 @@ class AuditReport:
             "altered": self._count("altered"),
             "acknowledged_lost_offsets": self.lost_offsets,
             "unacknowledged_lost_offsets": self.unacknowledged,
+            "skipped_offsets": self.skipped_offsets,
             "kafka_records": sum(p.kafka_records for p in self.partitions),
             "bronze_rows": sum(p.bronze_rows for p in self.partitions),
             "seconds": round(self.seconds, 3),
@@ -225,17 +248,31 @@ def _half_open(span: tuple[int, int] | None) -> str | None:
     return None if span is None else f"[{span[0]}, {span[1]})"
 
 
-def _acknowledged(
-    table_uri: str, storage_options: Mapping[str, str] | None
-) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """The ranges each partition's ingests acknowledged as lost (``eos.lost``), oldest first."""
+Spans = dict[tuple[str, int], list[tuple[int, int]]]
+
+
+def _logged_skips(table_uri: str, storage_options: Mapping[str, str] | None) -> tuple[Spans, Spans]:
+    """Per partition, the ranges its ingests acknowledged as lost (``eos.lost``) and those a
+    declared start passed over (``eos.skipped``), lowest first."""
     if not delta_io.exists(table_uri, storage_options):
-        return {}
-    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    lost = read_ingest_log(delta_io.load(table_uri, storage_options)).lost
-    for row in lost.sort_by([("start", "ascending")]).to_pylist():
+        return {}, {}
+    log = read_ingest_log(delta_io.load(table_uri, storage_options))
+    return _spans(log.lost), _spans(log.skipped)
+
+
+def _spans(table: pa.Table) -> Spans:
+    out: Spans = {}
+    for row in table.sort_by([("start", "ascending")]).to_pylist():
         out.setdefault((row["topic"], row["partition"]), []).append((row["start"], row["end"]))
     return out
+
+
+def _read_from(low: int, skipped: Sequence[tuple[int, int]]) -> int:
+    """Where reading a partition starts: its low watermark, or past a skip that covers it."""
+    for start, end in skipped:
+        if start <= low < end:
+            low = end
+    return low
 
 
 def audit_bronze(
@@ -262,16 +299,22 @@ def audit_bronze(
     began = time.monotonic()
     bounds = partition_bounds(client_config, topics)
     positions = table_positions(table_uri, list(bounds), storage_options)
-    acknowledged = _acknowledged(table_uri, storage_options)
+    acknowledged, skipped = _logged_skips(table_uri, storage_options)
     rows = _bronze_digests(bronze)
-    targets = {tp: (bounds[tp][0], positions[tp] or bounds[tp][0]) for tp in bounds}
+    # Offsets before a declared start are not read: nothing of them belongs in bronze.
+    targets: dict[tuple[str, int], tuple[int, int]] = {}
+    for tp, (low, _) in bounds.items():
+        end = max(positions[tp] or low, low)
+        targets[tp] = (min(_read_from(low, skipped.get(tp, [])), end), end)
     logged, read_to = _read_log(client_config, targets, began + budget_s)
     audits = []
     for tp in sorted(bounds):
-        low, target = targets[tp]
-        done = min(read_to.get(tp, low), target)
+        low = bounds[tp][0]
+        first, target = targets[tp]
+        done = min(read_to.get(tp, first), target)
         audit = _compare(tp, low, positions[tp], done, logged.get(tp, {}), rows.get(tp))
         audit.acknowledged = acknowledged.get(tp, [])
+        audit.skipped = skipped.get(tp, [])
         audits.append(audit)
     return AuditReport(audits, time.monotonic() - began, budget_s)
 

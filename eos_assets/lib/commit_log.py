@@ -5,11 +5,13 @@ topic-partition: ``topic, partition, start, end, records, malformed, gaps``) in 
 metadata, and one ``txn`` action per partition (app id ``eos:<topic>:<partition>``) whose
 version is the next offset to read. ``eos.lost`` lists the offsets ``topic, partition, start,
 end`` that Kafka had deleted before they were read and that the run was told to skip
-(acknowledged loss). Other commits (compaction, vacuum) carry no ranges.
+(acknowledged loss). ``eos.skipped`` lists the offsets ``topic, partition, start, end,
+reason, declared`` that a partition's declared start (``latest`` or a time) passed over when the
+table first read it (reason ``declared start``). Other commits (compaction, vacuum) carry no ranges.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -39,6 +41,8 @@ LOST_SCHEMA = pa.schema(
     ]
 )
 
+SKIPPED_SCHEMA = pa.schema([*LOST_SCHEMA, ("declared", pa.string())])
+
 
 @dataclass(frozen=True)
 class IngestLog:
@@ -50,12 +54,14 @@ class IngestLog:
             were cleaned up after a checkpoint, so ranges before it are unknown.
         positions: the ``txn`` version (next offset to read) of each partition with ranges.
         lost: one row per acknowledged loss, ``LOST_SCHEMA``.
+        skipped: one row per range a declared start passed over, ``SKIPPED_SCHEMA``.
     """
 
     ranges: pa.Table
     first_version: int
     positions: dict[tuple[str, int], int | None]
     lost: pa.Table
+    skipped: pa.Table = field(default_factory=SKIPPED_SCHEMA.empty_table)
 
     @property
     def complete(self) -> bool:
@@ -71,6 +77,7 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
     """Collect the ranges of every ingest commit of ``dt`` and the partitions' positions."""
     rows: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
     lost: dict[str, list] = {name: [] for name in LOST_SCHEMA.names}
+    skipped: dict[str, list] = {name: [] for name in SKIPPED_SCHEMA.names}
     first_version = dt.version()
     for entry in dt.history():
         version = int(entry["version"])
@@ -88,9 +95,20 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
         for r in entry.get("eos.lost") or []:
             for name in LOST_SCHEMA.names:
                 lost[name].append(version if name == "version" else r[name])
+        for r in entry.get("eos.skipped") or []:
+            for name in SKIPPED_SCHEMA.names:
+                skipped[name].append(version if name == "version" else r.get(name))
     ranges = pa.table(rows, schema=RANGE_SCHEMA).sort_by([("version", "ascending")])
     losses = pa.table(lost, schema=LOST_SCHEMA).sort_by([("version", "ascending")])
+    skips = pa.table(skipped, schema=SKIPPED_SCHEMA).sort_by([("version", "ascending")])
     tps = {*zip(rows["topic"], rows["partition"], strict=True)}
-    tps |= {*zip(lost["topic"], lost["partition"], strict=True)}
+    for table in (lost, skipped):
+        tps |= {*zip(table["topic"], table["partition"], strict=True)}
     positions = {tp: dt.transaction_version(partition_app(*tp)) for tp in sorted(tps)}
-    return IngestLog(ranges=ranges, first_version=first_version, positions=positions, lost=losses)
+    return IngestLog(
+        ranges=ranges,
+        first_version=first_version,
+        positions=positions,
+        lost=losses,
+        skipped=skips,
+    )

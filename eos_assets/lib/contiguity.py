@@ -8,7 +8,10 @@ hold no row (transaction markers, aborted records) are normal: they are counted 
 
 Offsets Kafka deleted before they were read, and that an ingest was told to skip, are recorded
 in its commit (``eos.lost``): they tile like a range with no row, and are reported as
-acknowledged loss, never as a hole.
+acknowledged loss, never as a hole. Offsets a declared start (``latest`` or a time) passed over
+when the table first read a partition are recorded the same way (``eos.skipped``): they tile
+like a range with no row and are listed as declared skips; a row inside one is outside every
+range.
 """
 
 from collections.abc import Sequence
@@ -32,6 +35,8 @@ class ContiguityReport:
     gaps: int = 0
     lost_offsets: int = 0
     acknowledged: list[str] = field(default_factory=list)
+    skipped_offsets: int = 0
+    declared_skips: list[str] = field(default_factory=list)
     rows_before_log: int = 0
     log_complete: bool = True
     holes: list[str] = field(default_factory=list)
@@ -63,6 +68,12 @@ class ContiguityReport:
                 f"partitions tile without hole or overlap; {self.gaps} offsets are gaps "
                 "(transaction markers or aborted records)"
             )
+            if self.declared_skips:
+                proven += (
+                    f"; {self.skipped_offsets} offsets in {len(self.declared_skips)} range(s) "
+                    "come before the stream's declared start and were skipped "
+                    f"(first: {self.declared_skips[0]})"
+                )
             if not self.acknowledged:
                 return proven
             return (
@@ -94,6 +105,8 @@ class ContiguityReport:
             "gaps": self.gaps,
             "acknowledged_lost_offsets": self.lost_offsets,
             "acknowledged_losses": self.acknowledged,
+            "declared_skipped_offsets": self.skipped_offsets,
+            "declared_skips": self.declared_skips,
             "log_complete": self.log_complete,
             "rows_before_log": self.rows_before_log,
             "holes": self.holes,
@@ -118,10 +131,13 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
     try:
         con.register("ranges", log.ranges)
         con.register("lost", log.lost)
-        # What tiles a partition: the ranges read, and the ranges acknowledged as lost.
+        con.register("skipped", log.skipped)
+        # What tiles a partition: the ranges read, the ranges acknowledged as lost, and the
+        # ranges before a declared start.
         con.execute(
             'CREATE VIEW tiles AS SELECT version, topic, partition, start, "end" FROM ranges '
-            'UNION ALL SELECT version, topic, partition, start, "end" FROM lost'
+            'UNION ALL SELECT version, topic, partition, start, "end" FROM lost '
+            'UNION ALL SELECT version, topic, partition, start, "end" FROM skipped'
         )
         con.register("bronze_rows", offsets.select(["topic", "partition", "offset"]))
         # OFFSET is an SQL keyword: the column is ``off`` in the queries below.
@@ -140,6 +156,13 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
             f"{_tp(t, p)} offsets [{s}, {e}) skipped by version {v}"
             for t, p, s, e, v in con.execute(
                 'SELECT topic, partition, start, "end", version FROM lost ORDER BY ALL'
+            ).fetchall()
+        ]
+        report.skipped_offsets = _scalar(con, 'SELECT sum("end" - start) FROM skipped')
+        report.declared_skips = [
+            f"{_tp(t, p)} offsets [{s}, {e}) skipped by version {v} (declared start {d})"
+            for t, p, s, e, v, d in con.execute(
+                'SELECT topic, partition, start, "end", version, declared FROM skipped ORDER BY ALL'
             ).fetchall()
         ]
         _tiling(con, report)

@@ -33,11 +33,13 @@ from eos_assets.lib.ranges import (
     lost_ranges,
     merged_ends,
     plan_ranges,
+    skipped_ranges,
     split_for_slots,
     start_offsets,
 )
 from eos_assets.lib.reader import WrittenFile, read_range_to_file, reader_config
 from eos_assets.lib.schema import bronze_schema
+from eos_assets.lib.starts import EARLIEST, SKIP_REASON, never_read_starts
 from eos_assets.lib.stream_shape import Contract
 from eos_assets.lib.txn_ids import partition_app
 
@@ -60,6 +62,11 @@ class IngestOptions:
         accept_data_loss: go past offsets Kafka deleted before they were read (retention,
             delete-records) and record them as acknowledged loss; by default such a loss stops
             the run before anything is committed.
+        start: where a partition the table has never read starts: ``earliest`` (the low
+            watermark), ``latest`` (the last stable offset) or an ISO-8601 time with a zone
+            (``lib.starts``). The first commit of such a partition records the offsets passed
+            over (``eos.skipped``) and pins its position; a partition read before continues
+            from its position whatever this says.
     """
 
     max_records: int | None = None
@@ -67,6 +74,7 @@ class IngestOptions:
     group_id: str = "eos-assets"
     min_split: int = 50_000
     accept_data_loss: bool = False
+    start: str = EARLIEST
 
 
 @dataclass
@@ -78,6 +86,7 @@ class IngestOutcome:
     plans: list[PartitionPlan] = field(default_factory=list)
     files: list[WrittenFile] = field(default_factory=list)
     lost: list[OffsetRange] = field(default_factory=list)
+    skipped: list[OffsetRange] = field(default_factory=list)
     attempts: int = 0
     advisory_committed: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
@@ -91,6 +100,11 @@ class IngestOutcome:
     def lost_offsets(self) -> int:
         """Offsets Kafka had deleted that this run acknowledged as lost and moved past."""
         return sum(r.size for r in self.lost)
+
+    @property
+    def skipped_offsets(self) -> int:
+        """Offsets before the declared start of partitions this run read first."""
+        return sum(r.size for r in self.skipped)
 
     @property
     def malformed(self) -> int:
@@ -155,6 +169,10 @@ def ingest_bronze(
     ``options.accept_data_loss``: then the commit moves each such partition's position past
     them, even with no record after them, and lists them under ``eos.lost``.
 
+    A partition the table has never read starts where ``options.start`` says; unless that is
+    earliest, the commit lists the offsets before it under ``eos.skipped`` and pins the
+    position of every such partition, even with nothing to read, so no later run re-decides it.
+
     Raises:
         DataLossError: Kafka deleted offsets the table had not read yet, found at plan time
             (not accepted) or while reading (always); nothing was committed.
@@ -174,14 +192,19 @@ def ingest_bronze(
         dt = delta_io.ensure_table(table_uri, schema, storage_options)
         apps = {tp: partition_app(*tp) for tp in bounds}
         seen = delta_io.positions(dt, apps.values())
-        plans = start_offsets({tp: seen[a] for tp, a in apps.items()}, bounds)
+        positions = {tp: seen[a] for tp, a in apps.items()}
+        firsts = never_read_starts(client_config, options.start, bounds, positions)
+        plans = start_offsets(positions, bounds, firsts)
         ranges = plan_ranges(plans, options.max_records)
         lost = lost_ranges(plans)
         if lost and not options.accept_data_loss:
             raise DataLossError(_loss_message(lost))
+        skipped = skipped_ranges(plans)
+        # A declared start is decided once: its first commit pins where it stands.
+        pins = [r for p in plans if (r := p.first_read)] if options.start != EARLIEST else []
         outcome.plans = plans
         outcome.seconds["plan"] = time.monotonic() - began
-        if not ranges and not lost:
+        if not ranges and not lost and not pins:
             outcome.seconds["total"] = time.monotonic() - clock
             return outcome
 
@@ -193,7 +216,7 @@ def ingest_bronze(
 
         began = time.monotonic()
         # An acknowledged loss moves the position past it even when no record follows it.
-        ends = merged_ends([*lost, *ranges])
+        ends = merged_ends([*lost, *pins, *ranges])
         txns = {apps[tp]: end for tp, end in ends.items()}
         # Skip replays: a range committed meanwhile by another run is never committed again.
         latest = delta_io.positions(delta_io.load(table_uri, storage_options), txns)
@@ -202,11 +225,14 @@ def ingest_bronze(
             continue
         outcome.files = files
         outcome.lost = lost
+        outcome.skipped = skipped
+        declared = {"reason": SKIP_REASON, "declared": options.start}
         metadata = {
             "eos.operation": "ingest",
             "eos.run_id": outcome.run_id,
             "eos.ranges": outcome.ranges(),
             "eos.lost": [r.as_dict() for r in lost],
+            "eos.skipped": [{**r.as_dict(), **declared} for r in skipped],
         }
         actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
         faults.crash_point(faults.BEFORE_COMMIT)
@@ -216,6 +242,7 @@ def ingest_bronze(
             log.warning("concurrent commit on the same partitions; run %s re-plans", outcome.run_id)
             outcome.files = []
             outcome.lost = []
+            outcome.skipped = []
             continue
         outcome.seconds["commit"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_COMMIT)

@@ -1,7 +1,8 @@
 """Consumer lag of ``bronze/raw_events``, measured from Delta (the source of truth) and Kafka.
 
 Lag of a topic-partition = last stable offset - the next offset recorded in the table's ``txn``
-action (or the low watermark for a partition never read): offsets, markers included. Its age
+action (for a partition never read: where the stream's declared start puts it, ``lib.starts``;
+the low watermark for earliest): offsets, markers included. Its age
 is the age of the oldest committed record not yet in bronze, read as one ``read_committed``
 message at the table's position; when only markers or aborted records are pending, no data is
 late and the age is 0. Kafka group offsets are never read.
@@ -20,6 +21,7 @@ from eos_assets.lib import delta_io
 from eos_assets.lib.kafka_offsets import high_watermarks, partition_bounds
 from eos_assets.lib.ranges import OffsetRange, start_offsets
 from eos_assets.lib.reader import reader_config
+from eos_assets.lib.starts import EARLIEST, never_read_starts
 from eos_assets.lib.txn_ids import partition_app
 
 _quiet = logging.getLogger(f"{__name__}.librdkafka")
@@ -35,7 +37,8 @@ class PartitionLag:
         position: next offset recorded in Delta (None: never read).
         low: earliest retained offset.
         end: last stable offset.
-        start: where the next ingest starts (position, or low when never read or retained away).
+        start: where the next ingest starts (position; low when retained away; for a partition
+            never read, its declared start).
         oldest_ms: Kafka timestamp of the oldest committed record not yet in bronze (None when
             there is none, or it was not measured).
         measured: True when Kafka answered the age read (so None above means "none pending").
@@ -52,6 +55,9 @@ class PartitionLag:
     oldest_ms: int | None = None
     measured: bool = False
     high: int | None = None
+    # Never read and declared to start later than earliest: the next ingest decides the start
+    # and pins it, so one must run even when nothing lies between the start and the end.
+    unpinned: bool = False
 
     @property
     def key(self) -> str:
@@ -114,24 +120,44 @@ def measure_lag(
     storage_options: Mapping[str, str] | None = None,
     with_age: bool = True,
     timeout_s: float = 5.0,
+    start: str = EARLIEST,
 ) -> list[PartitionLag]:
     """Lag of every partition of ``topics`` behind the table, with ages if ``with_age``.
 
+    ``start`` is the stream's declared start: a partition never read lags from there.
+
     Raises:
         BrokerError: the broker does not answer or a topic does not exist.
-        EosError: the table is ahead of a topic (recreated topic or another cluster).
+        EosError: the table is ahead of a topic (recreated topic or another cluster), or
+            ``start`` is not a valid start.
     """
     bounds = partition_bounds(client_config, topics)
-    plans = start_offsets(table_positions(table_uri, list(bounds), storage_options), bounds)
+    positions = table_positions(table_uri, list(bounds), storage_options)
+    firsts = never_read_starts(client_config, start, bounds, positions, timeout_s)
+    plans = start_offsets(positions, bounds, firsts)
     highs = high_watermarks(client_config, list(bounds), timeout_s)
     lags = [
         PartitionLag(
             p.topic, p.partition, p.position, p.low, p.stable_end, p.start,
             high=highs.get((p.topic, p.partition)),
+            unpinned=p.position is None and start != EARLIEST,
         )
         for p in plans
     ]  # fmt: skip
     return with_ages(client_config, lags, timeout_s) if with_age else lags
+
+
+def pin_reason(lags: Sequence[PartitionLag]) -> str:
+    """Why an ingest should run although nothing is pending: partitions whose declared start
+    is not decided yet (empty when there are none)."""
+    unpinned = [lg for lg in lags if lg.unpinned]
+    if not unpinned:
+        return ""
+    first = unpinned[0]
+    return (
+        f"{len(unpinned)} partition(s) never read (first: {first.topic}[{first.partition}]): "
+        "an ingest decides their declared start and pins it"
+    )
 
 
 def with_ages(

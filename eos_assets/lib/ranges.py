@@ -78,6 +78,14 @@ class PartitionPlan:
             return None
         return OffsetRange(self.topic, self.partition, self.position, self.low)
 
+    @property
+    def first_read(self) -> OffsetRange | None:
+        """For a partition the table has never read: ``[low, start)``, the offsets its declared
+        start passes over (empty when it starts at the low watermark); None once it was read."""
+        if self.position is not None:
+            return None
+        return OffsetRange(self.topic, self.partition, self.low, self.start)
+
 
 def start_offsets(
     positions: Mapping[TopicPartition, int | None],
@@ -121,6 +129,11 @@ def start_offsets(
 def lost_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
     """The offsets Kafka deleted before the table read them, one range per partition."""
     return [lost for p in plans if (lost := p.lost) is not None]
+
+
+def skipped_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
+    """The retained offsets a declared start passes over, one range per never-read partition."""
+    return [r for p in plans if (r := p.first_read) is not None and r.size > 0]
 
 
 # How a user accepts offsets Kafka deleted before they were ingested.
