@@ -72,16 +72,6 @@ def has_order_shape(stream: StreamModel) -> bool:
     return all(declared[field] == expected for field, expected in ORDER_SHAPE.items())
 
 
-def check_supported(stream: StreamModel, source: str) -> None:
-    """Refuse what this version does not yet take from a declaration: nothing any more (every
-    declared field, ``start`` included, is taken); kept as the place a future refusal goes.
-
-    Raises:
-        DeclarationError: never in this version.
-    """
-    del stream, source
-
-
 @dataclass(frozen=True)
 class StreamParts:
     """Every definition of one stream, one field each (tools and tests run a part of them)."""

@@ -43,7 +43,6 @@ class EventStream(dg.Component, StreamModel):
         check_kpis(self, source)
         _LOADED[source] = self
         check_together([(model, src) for src, model in _LOADED.items()])
-        builtin.check_supported(self, source)
         return builtin.definitions(self)
 
 
