@@ -135,6 +135,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
                 dt,
                 read_limits(declared=stream.limits).freshness_max_age_s,
                 lake.storage_options,
+                start=stream.start,
             )
             return _result(
                 report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN

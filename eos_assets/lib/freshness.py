@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from deltalake import DeltaTable
 
 from eos_assets.lib.lag import PartitionLag, measure_lag
+from eos_assets.lib.starts import EARLIEST
 
 
 @dataclass
@@ -84,11 +85,16 @@ def bronze_freshness(
     dt: DeltaTable,
     max_age_s: float,
     storage_options: Mapping[str, str] | None = None,
+    start: str = EARLIEST,
 ) -> FreshnessReport:
     """Measure the freshness of the bronze table ``dt`` at ``table_uri``.
+
+    ``start`` is the stream's declared start: a partition never read is pending from there.
 
     Raises:
         BrokerError: the broker does not answer or a topic does not exist.
     """
-    lags = measure_lag(client_config, topics, table_uri, storage_options, with_age=True)
+    lags = measure_lag(
+        client_config, topics, table_uri, storage_options, with_age=True, start=start
+    )
     return FreshnessReport(lags, time.time(), max_age_s, last_ingest_ms(dt))
