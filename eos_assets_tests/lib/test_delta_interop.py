@@ -35,15 +35,15 @@ TABLES = (RAW_EVENTS, *graph.TABLES, KPI_ALERTS)
 # `invariants` as given. A table at writer 7 must list `invariants` when it has a NOT NULL
 # column, or delta-spark refuses it (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH).
 PROTOCOLS: dict[str, tuple[int, int, list[str], list[str]]] = {
-    "bronze/raw_events": (1, 2, [], []),
-    "silver/events": (1, 2, [], []),
-    "silver/order_state": (1, 2, [], []),
-    "gold/window_aggregates": (1, 2, [], []),
-    "gold/late_events": (1, 2, [], []),
-    "gold/kpi_window": (1, 2, [], []),
-    "gold/kpi_daily": (1, 2, [], []),
-    "gold/kpi_daily_customers": (1, 2, [], []),
-    "outbound/kpi_alerts": (1, 2, [], []),
+    "orders/bronze/raw_events": (1, 2, [], []),
+    "orders/silver/events": (1, 2, [], []),
+    "orders/silver/entity_state": (1, 2, [], []),
+    "orders/gold/window_aggregates": (1, 2, [], []),
+    "orders/gold/late_events": (1, 2, [], []),
+    "orders/gold/kpi_window": (1, 2, [], []),
+    "orders/gold/kpi_daily": (1, 2, [], []),
+    "orders/gold/kpi_daily_customers": (1, 2, [], []),
+    "orders/outbound/kpi_alerts": (1, 2, [], []),
 }
 
 

@@ -254,18 +254,18 @@ def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing
     info = spark_server.up(state, "local[2]")
     try:
         topic = make_topic(3)
-        bronze = f"{lake_root}/bronze/raw_events"
+        bronze = f"{lake_root}/orders/bronze/raw_events"
         send_transaction(kafka_bootstrap, topic, batch(300, 3))
         code, outcome = over_connect(state, kafka_bootstrap, topic, bronze)
         assert code == 0 and outcome is not None and outcome["records"] == 300
-        silver = Path(lake_root) / "silver" / "events"
+        silver = Path(lake_root) / "orders" / "silver" / "events"
         lake = {"EOS_LAKE_ROOT": lake_root}
 
         os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
         while spark_server.server_status(state) is not None:
             time.sleep(0.1)
         # EOS_SPARK_CONNECT=local: the run finds no server and says so before any Spark call.
-        run = product_run(state, "silver/events", "local", **lake)
+        run = product_run(state, "orders/silver/events", "local", **lake)
         assert run is not None and not run["success"]
         assert [f["description"] for f in run["failures"]] == [
             "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark "
@@ -273,11 +273,11 @@ def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing
         ]
         # The server's own address: the step's first Spark call finds nobody there, and once
         # the bounded retries are spent the step fails with the one line, no gRPC stack chained.
-        run = product_run(state, "silver/events", info.url, **lake)
+        run = product_run(state, "orders/silver/events", info.url, **lake)
         assert run is not None and not run["success"]
         assert run["failures"] == [
             {
-                "step": "silver__events",
+                "step": "orders__silver__events",
                 "description": f"the Spark Connect server at {info.url} stopped answering: run "
                 "`eos-assets spark up` (or check EOS_SPARK_CONNECT) and rerun",
                 "cause": False,
@@ -290,12 +290,12 @@ def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing
         assert delta_io.read_arrow(str(silver)).num_rows == 0
 
         assert spark_server.up(state, "local[2]").url == info.url
-        run = product_run(state, "silver/events", "local", **lake)
+        run = product_run(state, "orders/silver/events", "local", **lake)
         assert run == {"success": True, "failures": []}
         ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
         assert len(ids) == len(set(ids)) == 300
         version = delta_io.load(str(silver)).version()
-        run = product_run(state, "silver/events", "local", **lake)  # nothing new: nothing committed
+        run = product_run(state, "orders/silver/events", "local", **lake)  # nothing new: nothing committed
         assert run == {"success": True, "failures": []}
         assert delta_io.load(str(silver)).version() == version
     finally:
@@ -331,9 +331,9 @@ def test_runs_share_one_session_and_one_python_daemon_of_the_server(
         env = {"EOS_LAKE_ROOT": lake_root, "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap}
         for n in range(3):
             send_transaction(kafka_bootstrap, topic, batch(100, 3, first=100 * n))
-            run = product_run(state, "bronze/raw_events", "local", EOS_TOPICS=topic, **env)
+            run = product_run(state, "orders/bronze/raw_events", "local", EOS_TOPICS=topic, **env)
             assert run == {"success": True, "failures": []}
-        assert len(rows(f"{lake_root}/bronze/raw_events")) == 300
+        assert len(rows(f"{lake_root}/orders/bronze/raw_events")) == 300
         # Three runs with Python tasks (the ingest's): a session each would have left three.
         assert daemons(info.pid) == 1
     finally:

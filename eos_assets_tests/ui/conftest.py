@@ -30,7 +30,7 @@ from eos_assets_tests.ui.chromium import click_and_read
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
-SENSOR = "ingest_on_kafka_lag"
+SENSOR = "orders_ingest_on_kafka_lag"
 DOWNSTREAM_SENSOR = "follow_bronze_downstream"
 STARTUP_S = 120.0
 RUN_WAIT_S = 360.0
