@@ -4,6 +4,8 @@ Built by the same factories the code location uses (``components/builtin.py``), 
 materializes exactly what the definitions hold.
 """
 
+from typing import TypeVar
+
 import dagster as dg
 
 from eos_assets.components import builtin
@@ -35,14 +37,23 @@ SERVING_KPI = _REVENUE.serving_kpi
 KPI_ALERTS = _REVENUE.kpi_alerts
 
 PARTS = builtin.build(MODEL)
+T = TypeVar("T")
+
+
+def present(part: T | None) -> T:
+    """A part the orders stream has (its declaration has an entity, KPIs and the order shape)."""
+    assert part is not None
+    return part
+
+
 raw_events = PARTS.raw_events
 events = PARTS.events
-order_state = PARTS.entity_state
+order_state = present(PARTS.entity_state)
 window_aggregates = PARTS.window_aggregates
-declared_kpis = PARTS.kpis
+declared_kpis = present(PARTS.kpis)
 kpi_window, kpi_daily, serving_kpi = PARTS.revenue
 agg_out, caught_up_with_window_aggregates = PARTS.agg_out, PARTS.agg_out_check
-kpi_alerts = PARTS.kpi_alerts
+kpi_alerts = present(PARTS.kpi_alerts)
 duckdb_matches_delta, no_alert_stuck_in_flight = PARTS.revenue_checks
 event_id_unique, final_windows_match_silver = PARTS.derived_checks
 (

@@ -72,7 +72,7 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
     )
     def window_aggregates(
         context: dg.AssetExecutionContext,
-        config: WindowConfig,
+        config: WindowConfig,  # pyright: ignore[reportInvalidTypeForm] (the stream's class)
         lake: LakeResource,
         pyspark: LazyPySparkResource,
     ):

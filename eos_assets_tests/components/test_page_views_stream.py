@@ -77,8 +77,8 @@ def test_page_views_are_ingested_and_served_as_the_oracle_says(
             "SELECT hour, page, views, sessions FROM page_views.views_by_page_hour"
         ).fetchall()
     assert sessions == want.kpi_sessions["sessions"]
-    assert math.isclose(pages, want.kpi_sessions["pages_per_session"])
-    assert math.isclose(bounce, want.kpi_sessions["bounce_rate"])
+    assert pages is not None and math.isclose(pages, want.kpi_sessions["pages_per_session"])
+    assert bounce is not None and math.isclose(bounce, want.kpi_sessions["bounce_rate"])
     served = {(hour, page): {"views": v, "sessions": s} for hour, page, v, s in by_hour}
     assert served == want.kpi_views_by_page_hour
 

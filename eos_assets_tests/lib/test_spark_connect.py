@@ -295,7 +295,8 @@ def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing
         ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
         assert len(ids) == len(set(ids)) == 300
         version = delta_io.load(str(silver)).version()
-        run = product_run(state, "orders/silver/events", "local", **lake)  # nothing new: nothing committed
+        # Nothing new: nothing committed.
+        run = product_run(state, "orders/silver/events", "local", **lake)
         assert run == {"success": True, "failures": []}
         assert delta_io.load(str(silver)).version() == version
     finally:
