@@ -9,9 +9,10 @@ import dataclasses
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
 
 from eos_assets.lib.contract import EVENT_TYPES, Malformed
 
@@ -82,17 +83,42 @@ def plan_transactions(
     application level does.
     """
     rng = random.Random(seed)
-    orders = _Orders(rng, start_time)
+    yield from plan_with(rng, _Orders(rng, start_time), _next_record, count, transaction_size, mix)
+
+
+G = TypeVar("G", bound="Generator")
+
+
+class Generator(Protocol):
+    """What a stream's event generator keeps between records: it can save and restore it."""
+
+    def save(self) -> Any: ...
+
+    def restore(self, saved: Any) -> None: ...
+
+
+def plan_with(
+    rng: random.Random,
+    state: G,
+    next_record: Callable[[random.Random, G, list[Record], Mix], Record],
+    count: int,
+    transaction_size: int,
+    mix: Mix,
+) -> Iterator[TransactionPlan]:
+    """Transactions of ``next_record``'s records, aborted ones taken back from ``state``.
+
+    A committed valid or late record joins the pool that later duplicates repeat.
+    """
     pool: list[Record] = []
     sent = index = 0
     while sent < count:
         abort = rng.random() < mix.abort_ratio
-        saved = orders.save()
+        saved = state.save()
         size = min(transaction_size, count - sent)
-        records = [_next_record(rng, orders, pool, mix) for _ in range(size)]
+        records = [next_record(rng, state, pool, mix) for _ in range(size)]
         yield TransactionPlan(index, records, abort)
         if abort:
-            orders.restore(saved)
+            state.restore(saved)
         else:
             for record in records:
                 if record.kind in ("valid", "late"):

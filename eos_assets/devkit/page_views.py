@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from eos_assets.devkit.events import Mix, Record, TransactionPlan, format_event_time
+from eos_assets.devkit.events import Mix, Record, TransactionPlan, format_event_time, plan_with
 from eos_assets.lib.contract import Malformed
 
 INVALID_PAGE = "invalid_page"
@@ -63,7 +63,6 @@ _MEAN_ARRIVAL_MS = 500  # a new session every half second of event time on avera
 _MEAN_DWELL_MS = 30_000
 _MIN_DWELL_MS = 2_000
 _HELD_BACK = 0.2  # share of views delivered up to ``disorder`` after their time
-_POOL_KEPT = 10_000  # committed records that a later duplicate may repeat
 
 
 def plan_transactions(
@@ -84,25 +83,7 @@ def plan_transactions(
     """
     rng = random.Random(seed)
     site = _Site(rng, start_time, disorder)
-    pool: list[Record] = []
-    sent = index = 0
-    while sent < count:
-        abort = rng.random() < mix.abort_ratio
-        saved = site.save()
-        size = min(transaction_size, count - sent)
-        records = [_next_record(rng, site, pool, mix) for _ in range(size)]
-        yield TransactionPlan(index, records, abort)
-        if abort:
-            site.restore(saved)
-        else:
-            for record in records:
-                if record.kind in ("valid", "late"):
-                    if len(pool) < _POOL_KEPT:
-                        pool.append(record)
-                    else:
-                        pool[rng.randrange(_POOL_KEPT)] = record
-        sent += size
-        index += 1
+    yield from plan_with(rng, site, _next_record, count, transaction_size, mix)
 
 
 def generate(
