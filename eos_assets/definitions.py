@@ -33,11 +33,7 @@ def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Defini
     tables = [key for model in models for key in builtin.tables(model)]
     return dg.Definitions(
         jobs=jobs.build_jobs(streams, tables),
-        schedules=[
-            schedules.freshness_schedule,
-            schedules.audit_schedule,
-            schedules.maintenance_schedule,
-        ],
+        schedules=[schedules.maintenance_schedule],
         sensors=[sensors.downstream_sensor(streams)],
         resources=build_resources(settings),
         # Every step of a run shares the run's one SparkSession: a process per step would start

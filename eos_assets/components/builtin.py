@@ -33,6 +33,7 @@ from eos_assets.defs import (
     order_alerts,
     order_kpis,
     outbound,
+    schedules,
     sensors,
     serving,
     silver,
@@ -90,6 +91,7 @@ class StreamParts:
     revenue_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
     kpi_alerts: dg.AssetsDefinition | None
     lag_sensor: dg.SensorDefinition
+    schedules: list[dg.ScheduleDefinition]  # the checks that read Kafka
 
     @property
     def downstream(self) -> list[dg.AssetsDefinition]:
@@ -136,6 +138,7 @@ def build(model: StreamModel) -> StreamParts:
         revenue_checks=revenue_checks,
         kpi_alerts=kpi_alerts,
         lag_sensor=sensors.lag_sensor(stream, served),
+        schedules=schedules.stream_schedules(stream),
     )
 
 
@@ -155,6 +158,7 @@ def definitions(model: StreamModel) -> dg.Definitions:
         assets=[parts.raw_events, *follow],
         asset_checks=parts.checks,
         sensors=[parts.lag_sensor],
+        schedules=parts.schedules,
     )
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 import yaml
 
@@ -171,6 +172,15 @@ def test_two_streams_load_side_by_side_with_their_own_names(load: Loader) -> Non
     assert {"orders_bronze", "page_views_bronze", "page_views_serving"} <= groups
     sensors = {s.name for s in defs.sensors or []}
     assert {"orders_ingest_on_kafka_lag", "page_views_ingest_on_kafka_lag"} <= sensors
+    schedules = {s.name: s for s in defs.schedules or [] if isinstance(s, dg.ScheduleDefinition)}
+    freshness = schedules["page_views_check_bronze_freshness_every_15_min"]
+    (request,) = freshness.evaluate_tick(dg.build_schedule_context()).run_requests or []
+    assert request.asset_selection == [] and request.asset_check_keys == [
+        dg.AssetCheckKey(
+            dg.AssetKey(["page_views", "bronze", "raw_events"]), "fresh_within_max_age"
+        )
+    ]
+    assert "orders_audit_bronze_against_kafka_daily" in schedules
     shared = build_shared(streams, Settings.from_env({}))
     assert {j.name for j in shared.jobs or []} >= {"ingest_and_refresh", "materialize_all"}
     with pytest.raises(ConfigError, match="EOS_TOPICS names the topics of one stream"):
