@@ -20,8 +20,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from eos_assets.bench.compare import WindowKey
+from eos_assets.devkit.events import EVENT_TYPES
 from eos_assets.lib import jars
-from eos_assets.lib.contract import EVENT_TYPES
 
 # The contract's fields, parsed by Spark's JSON reader (a field of the wrong kind is null).
 PAYLOAD = T.StructType(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from eos_assets.lib.contract import EVENT_TYPES, Malformed
+from eos_assets.lib.contract import Malformed
 
 KINDS: tuple[str, ...] = ("valid", "duplicate", "late", "malformed")
 UNKNOWN_EVENT_TYPE, INVALID_AMOUNT = "unknown_event_type", "invalid_amount"
@@ -36,6 +36,13 @@ CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
 _MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
 _TARGET_OPEN = 100  # orders awaiting payment; keeps lifetimes around 20 s of event time
 _PAID_KEPT = 1000  # paid orders that may still be refunded
+# The order events' types, as the orders declaration lists them (``streams/orders/defs.yaml``).
+EVENT_TYPES: tuple[str, ...] = (
+    "order_created",
+    "order_paid",
+    "order_cancelled",
+    "order_refunded",
+)
 _POOL_KEPT = 10_000  # committed events that a later duplicate may repeat
 
 

@@ -10,15 +10,6 @@ from enum import StrEnum
 
 from eos_assets.lib.stream_shape import STRING, PayloadField
 
-# The orders stream's event types: its demo generator (``devkit/events.py``) and the check that
-# its declaration equals the built-in pipeline's shape (``components/builtin.py``) read them.
-EVENT_TYPES: tuple[str, ...] = (
-    "order_created",
-    "order_paid",
-    "order_cancelled",
-    "order_refunded",
-)
-
 
 class Malformed(StrEnum):
     """Why a record is malformed, before any payload field is looked at, in precedence order."""

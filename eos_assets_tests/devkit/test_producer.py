@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from eos_assets.devkit.events import CODES
+from eos_assets.devkit.events import CODES, EVENT_TYPES
 from eos_assets.devkit.producer import (
     ProduceOptions,
     ProduceSummary,
@@ -23,7 +23,7 @@ from eos_assets.devkit.producer import (
     read_manifest,
     summary_path,
 )
-from eos_assets.lib.contract import EVENT_TYPES, Malformed
+from eos_assets.lib.contract import Malformed
 from eos_assets.lib.errors import BrokerError, ConfigError
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
