@@ -107,7 +107,7 @@ def test_broker_killed_right_after_commits_then_restarted_loses_and_doubles_noth
     spark: SparkSession, produced: Callable, table: str, tmp_path: Path, ledger: Ledger
 ) -> None:
     """SIGKILL, no controlled shutdown: the restart recovers the logs, the transaction state and
-    the group offsets, and every transaction acknowledged as committed is ingested once."""
+    the group offsets, and every record Kafka then exposes as committed is ingested once."""
     data = tmp_path / "kafka"
     info = broker.start_broker(data)
     port = int(info.bootstrap.rsplit(":", 1)[1])
