@@ -16,8 +16,8 @@ from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo import DemoOptions, run_demo
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
-from eos_assets.lib import spark_cds, spark_server
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.spark import spark_cds, spark_server
 from eos_assets.resources.kafka import bootstrap_servers
 from eos_assets.settings import Settings
 

@@ -16,8 +16,8 @@ from eos_assets.declaration import StreamModel, read_declaration
 from eos_assets.defs.stream import Stream
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets.lib import warehouse_file
 from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.serving import warehouse_file
 from eos_assets.settings import Settings
 
 # How many of the epoch units make a second, by event-time format (ISO strings: none).

@@ -3,10 +3,10 @@
 import argparse
 import sys
 
-from eos_assets.lib import jars
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.java import require_java
 from eos_assets.lib.ports import port_free
+from eos_assets.lib.spark import jars
+from eos_assets.lib.spark.java import require_java
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,10 +3,10 @@
 import pyarrow as pa
 
 from eos_assets.declaration import FieldType, Fold, StreamModel
-from eos_assets.lib.entity_state import EntitySpec
-from eos_assets.lib.entity_state import Fold as FoldSpec
-from eos_assets.lib.schema_time import UTC_MICROS
-from eos_assets.lib.stream_shape import Contract, Measure, PayloadField, WindowShape
+from eos_assets.lib.contract.schema_time import UTC_MICROS
+from eos_assets.lib.contract.stream_shape import Contract, Measure, PayloadField, WindowShape
+from eos_assets.lib.derived.entity_state import EntitySpec
+from eos_assets.lib.derived.entity_state import Fold as FoldSpec
 
 ARROW_TYPES = {
     FieldType.STRING: pa.string(),

@@ -21,7 +21,7 @@ from eos_assets.settings import Settings
 ReadRecord = tuple[int, int, bytes | None, bytes | None]
 
 # The other real-service fixtures (a SparkSession, a lake root) live next to this file.
-pytest_plugins = ["eos_assets_tests.plugins"]
+pytest_plugins = ["eos_assets_tests.support.plugins"]
 
 _quiet = logging.getLogger("eos_assets_tests.librdkafka")
 _quiet.addHandler(logging.NullHandler())

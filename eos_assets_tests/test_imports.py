@@ -96,7 +96,7 @@ def test_the_checker_finds_a_cycle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(edges) == [["a", "b", "c"]]
     graph = import_graph()
-    assert "eos_assets.lib.spark_env" in graph["eos_assets.lib.spark_cds_record"]
+    assert "eos_assets.lib.spark.spark_env" in graph["eos_assets.lib.spark.spark_cds_record"]
 
 
 # The embedded broker, the demo producer and its events, the manifests: tools, not the core.

@@ -19,12 +19,13 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib import delta_io, kafka_tools
-from eos_assets.lib.ingest import IngestOptions, ingest_bronze
-from eos_assets.lib.kafka_offsets import partition_bounds
-from eos_assets.lib.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
-from eos_assets.lib.reader import read_range_to_file, reader_config
-from eos_assets.lib.schema import bronze_schema
+from eos_assets.lib.contract.schema import bronze_schema
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.ingest.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
+from eos_assets.lib.ingest.reader import read_range_to_file, reader_config
+from eos_assets.lib.kafka import kafka_tools
+from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 
 
 @dataclass(frozen=True)

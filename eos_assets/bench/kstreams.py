@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from eos_assets.bench.compare import WindowKey
 from eos_assets.devkit import broker
-from eos_assets.lib import jars
 from eos_assets.lib.errors import ConfigError, EosError
-from eos_assets.lib.java import require_java
-from eos_assets.lib.kafka_offsets import partition_bounds
+from eos_assets.lib.kafka.kafka_offsets import partition_bounds
+from eos_assets.lib.spark import jars
+from eos_assets.lib.spark.java import require_java
 
 SOURCE = Path(__file__).resolve().parents[2] / "deploy" / "peers" / "WindowCountPeer.java"
 MAIN = "WindowCountPeer"

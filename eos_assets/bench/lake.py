@@ -16,7 +16,7 @@ import eos_assets.streams
 from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session

@@ -29,7 +29,7 @@ from eos_assets.bench.peer_latency import (
 from eos_assets.bench.stream import MEAN_GAP
 from eos_assets.devkit import broker
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.kafka_offsets import partition_bounds
+from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 
 DRAIN_S = 180.0  # after the stream ends, wait at most this long for a peer to catch up
 

@@ -12,9 +12,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import window_schema
-from eos_assets.lib.windows import EPOCH
+from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.derived.window_aggregates import window_schema
+from eos_assets.lib.derived.windows import EPOCH
 
 _US = timedelta(microseconds=1)
 

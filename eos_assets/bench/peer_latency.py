@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
 from eos_assets.bench.compare import WindowKey
-from eos_assets.lib.kafka_offsets import partition_bounds
+from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 
 WINDOW_US = 300 * 1_000_000
 # key -> [(wall time, count)] in time order: when a peer's count of a window was seen.

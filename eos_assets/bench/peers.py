@@ -16,7 +16,7 @@ from eos_assets.bench.lake import RunTimes
 from eos_assets.bench.live import LatencyRun
 from eos_assets.bench.report import Measurement, at_least
 from eos_assets.bench.structured import StreamRun
-from eos_assets.lib import kafka_tools
+from eos_assets.lib.kafka import kafka_tools
 
 SS_TARGET, SS_GOAL = 1.0, 1.5
 # The steps of our graph that take Kafka records to final windows.

@@ -21,7 +21,7 @@ from eos_assets.bench.lake import BRONZE, DERIVED, BenchLake, start_spark
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.stream import Stream, bench_kafka
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib.reader import read_range_to_file, reader_config
+from eos_assets.lib.ingest.reader import read_range_to_file, reader_config
 
 TOP = 8
 

@@ -26,8 +26,8 @@ import dagster as dg
 from eos_assets.bench.stream import PARTITIONS
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets.lib import spark_server
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.spark import spark_server
 
 # The local instance of ``make demo`` and ``make ui``: the bench runs the product as shipped.
 INSTANCE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.local.yaml"

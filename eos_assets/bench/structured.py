@@ -21,7 +21,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from eos_assets.bench.compare import WindowKey
 from eos_assets.devkit.events import EVENT_TYPES
-from eos_assets.lib import jars
+from eos_assets.lib.spark import jars
 
 # The contract's fields, parsed by Spark's JSON reader (a field of the wrong kind is null).
 PAYLOAD = T.StructType(

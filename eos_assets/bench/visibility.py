@@ -22,8 +22,8 @@ import duckdb
 import numpy as np
 from deltalake import DeltaTable
 
-from eos_assets.lib import delta_io
-from eos_assets.lib.txn_ids import FROM_BRONZE, FROM_SILVER, partition_app
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.delta.txn_ids import FROM_BRONZE, FROM_SILVER, partition_app
 
 TOTAL_SQL = (
     "SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = 'kpi_window'), "

@@ -16,7 +16,7 @@ every stream and are built once (``eos_assets/definitions.py``).
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
 thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
 A ``topic_pattern`` is resolved against the broker at every run and tick, and ``start`` says
-where a partition never read starts (``lib/starts.py``).
+where a partition never read starts (``lib/kafka/starts.py``).
 """
 
 from dataclasses import dataclass

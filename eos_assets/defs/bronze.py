@@ -6,7 +6,7 @@ from pydantic import Field
 
 from eos_assets.defs.stream import BRONZE, Stream
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session

@@ -12,13 +12,13 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.stream import Stream
-from eos_assets.lib import delta_io
-from eos_assets.lib.audit import audit_bronze
-from eos_assets.lib.commit_log import read_ingest_log
-from eos_assets.lib.contiguity import check_contiguity
+from eos_assets.lib.checks.audit import audit_bronze
+from eos_assets.lib.checks.contiguity import check_contiguity
+from eos_assets.lib.checks.freshness import bronze_freshness
+from eos_assets.lib.checks.malformed import malformed_rate
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.freshness import bronze_freshness
-from eos_assets.lib.malformed import malformed_rate
+from eos_assets.lib.ingest.commit_log import read_ingest_log
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import read_limits

@@ -10,14 +10,15 @@ from deltalake.exceptions import TableNotFoundError
 from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
-from eos_assets.lib import delta_io, windows
-from eos_assets.lib.reconcile import (
+from eos_assets.lib.checks.reconcile import (
     Report,
     read_version,
     reconcile_windows,
     silver_columns,
     unique_event_ids,
 )
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived import windows
 from eos_assets.resources.lake import LakeResource
 
 EVENT_ID_UNIQUE = "event_id_unique"

@@ -9,8 +9,8 @@ from pydantic import Field, create_model
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
 from eos_assets.defs.stream import GOLD, Stream
-from eos_assets.lib.window_aggregates import update_windows
-from eos_assets.lib.windows import WindowSpec
+from eos_assets.lib.derived.window_aggregates import update_windows
+from eos_assets.lib.derived.windows import WindowSpec
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 

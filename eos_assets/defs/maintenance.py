@@ -7,7 +7,7 @@ import dagster as dg
 from pydantic import Field
 
 from eos_assets.defs.stream import SILVER
-from eos_assets.lib import delta_io, maintenance
+from eos_assets.lib.delta import delta_io, maintenance
 from eos_assets.resources.lake import LakeResource
 
 

@@ -22,12 +22,13 @@ from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.derived_checks import missing, report_result
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
-from eos_assets.lib import kpi, serving
+from eos_assets.lib.checks.reconcile import Served, reconcile_serving
+from eos_assets.lib.derived import kpi
+from eos_assets.lib.derived.kpi_daily import update_kpi_daily
+from eos_assets.lib.derived.kpi_window import update_kpi_window
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.kpi_daily import update_kpi_daily
-from eos_assets.lib.kpi_window import update_kpi_window
-from eos_assets.lib.reconcile import Served, reconcile_serving
-from eos_assets.lib.serving import VERSIONS_TABLE
+from eos_assets.lib.serving import serving
+from eos_assets.lib.serving.serving import VERSIONS_TABLE
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 from eos_assets.resources.warehouse import WarehouseResource
@@ -77,7 +78,8 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
         """Per-window KPIs per currency: revenue, orders created/paid/cancelled, AOV, customers.
 
         Revenue is paid minus refunded amount, AOV paid amount per paid order, cancellation rate
-        cancelled per created order (see eos_assets/lib/kpi.py). Touched windows are recomputed.
+        cancelled per created order (see eos_assets/lib/derived/kpi.py). Touched windows are
+        recomputed.
         """
         outcome = run_or_fail(
             lambda: update_kpi_window(

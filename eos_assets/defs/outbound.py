@@ -3,8 +3,8 @@
 ``<stream>/outbound/agg_out`` publishes every new revision of the stream's
 ``gold/window_aggregates`` to the topic ``<stream>-agg-out`` (``EOS_AGG_OUT_TOPIC`` overrides;
 ``{stream}`` in it stands for the name) in Kafka transactions that also carry the publisher's
-position (``eos_assets/lib/outbound_publish.py``). KPI alerts over HTTP belong to the revenue
-KPIs (``order_kpis.py``).
+position (``eos_assets/lib/outbound/outbound_publish.py``). KPI alerts over HTTP belong to the
+revenue KPIs (``order_kpis.py``).
 """
 
 import dagster as dg
@@ -15,8 +15,8 @@ from eos_assets.defs.automation import CHECK_WITH_ASSET
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
 from eos_assets.defs.stream import OUTBOUND, Stream
-from eos_assets.lib import outbound_publish
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.outbound import outbound_publish
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import Settings, read_agg_out_max_behind

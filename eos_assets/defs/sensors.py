@@ -19,11 +19,11 @@ from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.burrow import Decision, LagHistory, Sample, decide, run_key, worst
+from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import TopicMissingError
-from eos_assets.lib.lag import PartitionLag, measure_lag, pin_reason, with_ages
-from eos_assets.lib.limits import Limits
-from eos_assets.lib.ranges import ACCEPT_LOSS, loss_summary
+from eos_assets.lib.ingest.ranges import ACCEPT_LOSS, loss_summary
+from eos_assets.lib.kafka.burrow import Decision, LagHistory, Sample, decide, run_key, worst
+from eos_assets.lib.kafka.lag import PartitionLag, measure_lag, pin_reason, with_ages
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import quick_start_run_config

@@ -6,7 +6,7 @@ from eos_assets.defs import automation
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
 from eos_assets.defs.stream import SERVING, Stream
-from eos_assets.lib import declared_kpis
+from eos_assets.lib.derived import declared_kpis
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 

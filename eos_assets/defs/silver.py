@@ -9,10 +9,10 @@ from pyspark.errors import PySparkException
 
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import SILVER, Stream
-from eos_assets.lib.entity_state import update_entity_state
+from eos_assets.lib.derived.entity_state import update_entity_state
+from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.silver_events import update_events
-from eos_assets.lib.spark_modes import run_server_lost
+from eos_assets.lib.spark.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from eos_assets.declaration import StreamModel, as_timedelta, read_declaration, seconds
-from eos_assets.lib.entity_state import EntitySpec
-from eos_assets.lib.limits import Limits
-from eos_assets.lib.stream_shape import Contract, WindowShape
-from eos_assets.lib.windows import WindowSpec
+from eos_assets.lib.checks.limits import Limits
+from eos_assets.lib.contract.stream_shape import Contract, WindowShape
+from eos_assets.lib.derived.entity_state import EntitySpec
+from eos_assets.lib.derived.windows import WindowSpec
 from eos_assets.stream_specs import contract, entity_spec, window_shape
 from eos_assets.streams import declaration
 

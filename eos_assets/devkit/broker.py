@@ -20,16 +20,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from eos_assets.lib import jars
 from eos_assets.lib.errors import BrokerError, EosError
-from eos_assets.lib.java import require_java
 
 # The probes work with any broker, so they live in kafka_admin; re-exported for one import.
-from eos_assets.lib.kafka_admin import check_reachable as check_reachable
-from eos_assets.lib.kafka_admin import ensure_topic as ensure_topic
-from eos_assets.lib.kafka_admin import probe_transactions
-from eos_assets.lib.kafka_admin import wait_ready as wait_ready
+from eos_assets.lib.kafka.kafka_admin import check_reachable as check_reachable
+from eos_assets.lib.kafka.kafka_admin import ensure_topic as ensure_topic
+from eos_assets.lib.kafka.kafka_admin import probe_transactions
+from eos_assets.lib.kafka.kafka_admin import wait_ready as wait_ready
 from eos_assets.lib.ports import free_port, port_free
+from eos_assets.lib.spark import jars
+from eos_assets.lib.spark.java import require_java
 
 log = logging.getLogger(__name__)
 

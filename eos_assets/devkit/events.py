@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from eos_assets.lib.contract import Malformed
+from eos_assets.lib.contract.contract import Malformed
 
 KINDS: tuple[str, ...] = ("valid", "duplicate", "late", "malformed")
 UNKNOWN_EVENT_TYPE, INVALID_AMOUNT = "unknown_event_type", "invalid_amount"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from eos_assets.devkit.events import Mix, Record, TransactionPlan, format_event_time, plan_with
-from eos_assets.lib.contract import Malformed
+from eos_assets.lib.contract.contract import Malformed
 
 INVALID_PAGE = "invalid_page"
 # The defects a page-view record can have: broken JSON, no id, an ISO-8601 ``ts`` where the

@@ -20,7 +20,7 @@ from eos_assets.devkit import events, page_views
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
-from eos_assets.lib.kafka_admin import check_reachable, ensure_topic
+from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]

@@ -7,7 +7,7 @@ import dagster as dg
 from pydantic import Field
 
 from eos_assets.devkit import broker
-from eos_assets.lib.kafka_admin import matching_topics
+from eos_assets.lib.kafka.kafka_admin import matching_topics
 from eos_assets.settings import Settings
 
 # Seconds to list the broker's topics for a topic pattern.

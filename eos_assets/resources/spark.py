@@ -13,11 +13,11 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import spark_server
 from eos_assets.lib.errors import ConfigError
-from eos_assets.lib.java import require_java
-from eos_assets.lib.spark_env import QUICK_START_JIT, spark_config, use_this_python
-from eos_assets.lib.spark_modes import bound_retries
+from eos_assets.lib.spark import spark_server
+from eos_assets.lib.spark.java import require_java
+from eos_assets.lib.spark.spark_env import QUICK_START_JIT, spark_config, use_this_python
+from eos_assets.lib.spark.spark_modes import bound_retries
 from eos_assets.settings import LOCAL_SPARK, Settings
 
 REMOTE = "spark.remote"

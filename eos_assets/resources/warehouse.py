@@ -4,7 +4,7 @@ import dagster as dg
 import duckdb
 from pydantic import Field
 
-from eos_assets.lib import warehouse_file
+from eos_assets.lib.serving import warehouse_file
 
 
 class WarehouseResource(dg.ConfigurableResource):

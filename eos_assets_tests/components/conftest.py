@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from eos_assets.components.event_stream import load_streams
-from eos_assets_tests.declared import Loader
+from eos_assets_tests.support.declared import Loader
 
 
 @pytest.fixture

@@ -7,14 +7,12 @@ temporary folder and loads it the way ``eos_assets.definitions`` loads ``eos_ass
 """
 
 import json
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
 import yaml
 
-import eos_assets.streams
 from eos_assets import examples
 from eos_assets.declaration import (
     DeclarationError,
@@ -30,14 +28,7 @@ from eos_assets.defs.stream import Stream
 from eos_assets.lib.errors import ConfigError
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings, read_limits
-from eos_assets_tests.declared import Loader
-
-SHIPPED = Path(eos_assets.streams.__file__).parent / "orders" / "defs.yaml"
-
-
-def orders() -> dict:
-    """The shipped declaration of the orders stream, as a YAML document."""
-    return yaml.safe_load(SHIPPED.read_text())
+from eos_assets_tests.support.declared import Loader, orders
 
 
 def refused(load: Loader, declarations: dict[str, dict | str]) -> DeclarationError:

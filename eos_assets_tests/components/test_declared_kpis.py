@@ -19,13 +19,13 @@ from deltalake import write_deltalake
 from eos_assets.declaration import StreamModel
 from eos_assets.defs.serving import kpis_asset
 from eos_assets.defs.stream import ORDERS, Stream
-from eos_assets.lib import warehouse_file
-from eos_assets.lib.window_aggregates import window_schema
+from eos_assets.lib.derived.window_aggregates import window_schema
+from eos_assets.lib.serving import warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests.components.test_declarations import orders
-from eos_assets_tests.graph import ORDER_STATE_SCHEMA
-from eos_assets_tests.orders import ORDER_STATE, WINDOW_AGGREGATES
+from eos_assets_tests.support.declared import orders
+from eos_assets_tests.support.graph import ORDER_STATE_SCHEMA
+from eos_assets_tests.support.orders import ORDER_STATE, WINDOW_AGGREGATES
 
 START = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 TYPES = ("order_created", "order_paid", "order_cancelled", "order_refunded")

@@ -16,8 +16,8 @@ from eos_assets import examples
 from eos_assets.declaration import StreamModel, read_declaration
 from eos_assets.devkit.manifest import read_manifest
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets_tests import page_views_oracle as oracle
-from eos_assets_tests.declared import run_stream
+from eos_assets_tests.support import page_views_oracle as oracle
+from eos_assets_tests.support.declared import run_stream
 
 START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 

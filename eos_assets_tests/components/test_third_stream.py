@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 from deltalake import DeltaTable
 
-from eos_assets.lib.kafka_admin import ensure_topic
-from eos_assets_tests.declared import Loader, produce_json, run_stream
+from eos_assets.lib.kafka.kafka_admin import ensure_topic
+from eos_assets_tests.support.declared import Loader, produce_json, run_stream
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z, epoch seconds
 WINDOW_S = 300

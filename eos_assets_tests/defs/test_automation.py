@@ -8,7 +8,7 @@ from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializa
 from dagster._core.utils import make_new_run_id
 
 from eos_assets.definitions import defs
-from eos_assets_tests.orders import (
+from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
     EVENTS,
     OFFSETS_CONTIGUOUS,

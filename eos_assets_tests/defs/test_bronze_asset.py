@@ -10,13 +10,13 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import delta_io
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.lib.test_ingest import batch, committed_truth
-from eos_assets_tests.orders import RAW_EVENTS, raw_events
-from eos_assets_tests.txn_producer import send_transaction
+from eos_assets_tests.support.orders import RAW_EVENTS, raw_events
+from eos_assets_tests.support.records import batch, committed_truth
+from eos_assets_tests.support.txn_producer import send_transaction
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

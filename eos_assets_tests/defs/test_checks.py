@@ -20,16 +20,16 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
-from eos_assets.lib import delta_io
-from eos_assets.lib.audit import spans
-from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.checks.audit import spans
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests import orders as checks
-from eos_assets_tests.lib.test_ingest import batch
-from eos_assets_tests.orders import RAW_EVENTS, raw_events
-from eos_assets_tests.txn_producer import Sent, send_transaction
+from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.orders import RAW_EVENTS, raw_events
+from eos_assets_tests.support.records import batch
+from eos_assets_tests.support.txn_producer import Sent, send_transaction
 
 BROKEN_JSON = (0, b"bad", b"{not json")
 

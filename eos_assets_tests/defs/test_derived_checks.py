@@ -18,13 +18,13 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets.lib import delta_io
+from eos_assets.lib.delta import delta_io
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests import graph
-from eos_assets_tests import orders as derived_checks
 from eos_assets_tests.defs.test_checks import evaluate
-from eos_assets_tests.orders import EVENTS, WINDOW_AGGREGATES, events, window_aggregates
+from eos_assets_tests.support import graph
+from eos_assets_tests.support import orders as derived_checks
+from eos_assets_tests.support.orders import EVENTS, WINDOW_AGGREGATES, events, window_aggregates
 
 WINDOWS_OP = WINDOW_AGGREGATES.to_python_identifier()
 

@@ -13,11 +13,11 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets.lib import delta_io
+from eos_assets.lib.delta import delta_io
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests import graph
-from eos_assets_tests.oracle import expected
-from eos_assets_tests.orders import EVENTS, RAW_EVENTS, TABLES, maintenance_job
+from eos_assets_tests.support import graph
+from eos_assets_tests.support.oracle import expected
+from eos_assets_tests.support.orders import EVENTS, RAW_EVENTS, TABLES, maintenance_job
 
 START = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 WINDOW, GRACE = timedelta(minutes=5), timedelta(minutes=10)

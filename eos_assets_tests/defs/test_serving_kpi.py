@@ -22,10 +22,12 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from eos_assets.lib import faults, kpi, serving, warehouse_file
+from eos_assets.lib import faults
+from eos_assets.lib.derived import kpi
+from eos_assets.lib.serving import serving, warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests.orders import KPI_DAILY, KPI_WINDOW, duckdb_matches_delta, serving_kpi
+from eos_assets_tests.support.orders import KPI_DAILY, KPI_WINDOW, duckdb_matches_delta, serving_kpi
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 21)
@@ -113,7 +115,7 @@ class HeldReader:
 
     def __init__(self, path: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "eos_assets_tests.held_reader", str(path)],
+            [sys.executable, "-m", "eos_assets_tests.support.held_reader", str(path)],
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -201,7 +203,7 @@ def _killed_serving_run(lake: LakeResource, warehouse: Path, point: str) -> None
     """Materialize serving/kpi in a process of its own that SIGKILLs itself at ``point``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_FAULT_")}
     env[faults.CRASH_ENV] = point
-    cmd = [sys.executable, "-m", "eos_assets_tests.derived_once", "--lake", lake.root]
+    cmd = [sys.executable, "-m", "eos_assets_tests.support.derived_once", "--lake", lake.root]
     cmd += ["--warehouse", str(warehouse), "--asset", "orders/serving/kpi"]
     done = subprocess.run(
         cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False

@@ -15,8 +15,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets_tests import graph
-from eos_assets_tests.oracle import expected
+from eos_assets_tests.support import graph
+from eos_assets_tests.support.oracle import expected
 
 START = datetime(2026, 11, 21, 23, 57, tzinfo=UTC)  # the stream crosses midnight
 WINDOW, GRACE = timedelta(minutes=1), timedelta(minutes=1)

@@ -22,13 +22,14 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets.lib import faults, kpi, silver_events
-from eos_assets.lib.window_aggregates import AFTER_LATE_EVENTS
-from eos_assets.lib.windows import APP as WINDOWS_APP
+from eos_assets.lib import faults
+from eos_assets.lib.derived import kpi, silver_events
+from eos_assets.lib.derived.window_aggregates import AFTER_LATE_EVENTS
+from eos_assets.lib.derived.windows import APP as WINDOWS_APP
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests import graph
-from eos_assets_tests.oracle import expected
-from eos_assets_tests.orders import (
+from eos_assets_tests.support import graph
+from eos_assets_tests.support.oracle import expected
+from eos_assets_tests.support.orders import (
     EVENTS,
     KPI_DAILY,
     KPI_DAILY_CUSTOMERS,
@@ -56,7 +57,7 @@ MIX: dict[str, Any] = {
 
 def crash_run(lake_root: str, warehouse: Path, point: str, *assets: str) -> int:
     """Materialize ``assets`` in a new process armed to die at ``point``; its return code."""
-    cmd = [sys.executable, "-m", "eos_assets_tests.derived_once", "--lake", lake_root]
+    cmd = [sys.executable, "-m", "eos_assets_tests.support.derived_once", "--lake", lake_root]
     cmd += ["--warehouse", str(warehouse), "--window-minutes", str(WINDOW.total_seconds() / 60)]
     cmd += ["--grace-minutes", str(GRACE.total_seconds() / 60)]
     for asset in assets:

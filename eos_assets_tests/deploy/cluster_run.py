@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
-from eos_assets_tests import graph
+from eos_assets_tests.support import graph
 
 INGEST = "eos ingest"  # prefix of the description the bronze ingest gives its Spark job
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import psycopg2
 
-from eos_assets.lib import delta_io
+from eos_assets.lib.delta import delta_io
 from eos_assets_tests.deploy.postgres import Postgres, create_database, postgres_server
-from eos_assets_tests.lib.test_ingest import batch, committed_truth
-from eos_assets_tests.txn_producer import send_transaction
+from eos_assets_tests.support.records import batch, committed_truth
+from eos_assets_tests.support.txn_producer import send_transaction
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets_tests import graph
 from eos_assets_tests.deploy import lake_compare
 from eos_assets_tests.deploy.processes import get_json, start, stop, tail
 from eos_assets_tests.deploy.spark_cluster import SparkCluster, cluster_env, spark_cluster
+from eos_assets_tests.support import graph
 
 RUN_TIMEOUT_S = 600
 # The first job waits until both executors (one core each) are registered, so the ingest's

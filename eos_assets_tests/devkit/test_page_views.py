@@ -21,7 +21,7 @@ from eos_assets.devkit.events import Mix, Record
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.examples import declaration
 from eos_assets.lib.errors import ConfigError
-from eos_assets_tests import page_views_oracle as oracle
+from eos_assets_tests.support import page_views_oracle as oracle
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 MIX = Mix(duplicate_ratio=0.07, malformed_ratio=0.03)

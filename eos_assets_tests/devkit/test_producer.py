@@ -23,7 +23,7 @@ from eos_assets.devkit.producer import (
     read_manifest,
     summary_path,
 )
-from eos_assets.lib.contract import Malformed
+from eos_assets.lib.contract.contract import Malformed
 from eos_assets.lib.errors import BrokerError, ConfigError
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)

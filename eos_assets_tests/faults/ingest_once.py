@@ -15,7 +15,7 @@ import sys
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
 
 FAILED = 3
 READY = "EOS_SPARK_READY"  # printed once Spark is up: the ingest proper starts now
@@ -64,11 +64,11 @@ def _spark(remote: str | None = None):
     from pyspark.sql import SparkSession
 
     if remote is not None:
-        from eos_assets.lib.spark_modes import bound_retries
+        from eos_assets.lib.spark.spark_modes import bound_retries
 
         return bound_retries(SparkSession.builder.remote(remote).getOrCreate())
-    from eos_assets.lib.java import require_java
-    from eos_assets.lib.spark_env import spark_config, use_this_python
+    from eos_assets.lib.spark.java import require_java
+    from eos_assets.lib.spark.spark_env import spark_config, use_this_python
 
     require_java()
     use_this_python()

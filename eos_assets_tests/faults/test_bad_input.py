@@ -16,13 +16,13 @@ from confluent_kafka.cimpl import NewTopic
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
-from eos_assets.lib import delta_io
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.faults.oracle import judge
-from eos_assets_tests.orders import raw_events
+from eos_assets_tests.support.orders import raw_events
 
 MIB = 1 << 20
 EVENT = {

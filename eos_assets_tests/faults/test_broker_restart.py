@@ -19,7 +19,7 @@ from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib import faults
 from eos_assets.lib.errors import BrokerError
-from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets_tests.faults.harness import (
     FAILED,
     Ledger,

@@ -11,8 +11,9 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib import delta_io, faults
-from eos_assets.lib.schema import bronze_schema
+from eos_assets.lib import faults
+from eos_assets.lib.contract.schema import bronze_schema
+from eos_assets.lib.delta import delta_io
 from eos_assets_tests.faults.harness import Ledger, Run, finish, start_ingest, wait_for_files
 from eos_assets_tests.faults.oracle import ingest_ranges, judge, overlaps
 

@@ -20,13 +20,13 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
-from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger, run_ingest
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.orders import raw_events
+from eos_assets_tests.support.orders import raw_events
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 GROUP = "eos-assets"  # the runner's advisory consumer group (IngestOptions default)

@@ -20,14 +20,12 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.errors import DataLossError
-from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.ranges import OffsetRange
-from eos_assets.lib.reader import fetch_range, reader_config
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.ingest.ranges import OffsetRange
+from eos_assets.lib.ingest.reader import fetch_range, reader_config
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests import orders as checks
-from eos_assets_tests.defs.test_sensors import Ticker, skip_reason
 from eos_assets_tests.faults.harness import (
     FAILED,
     Ledger,
@@ -37,9 +35,11 @@ from eos_assets_tests.faults.harness import (
     wait_for_files,
 )
 from eos_assets_tests.faults.oracle import bronze_keys
-from eos_assets_tests.lib.test_ingest import batch, committed_truth, rows
-from eos_assets_tests.orders import raw_events
-from eos_assets_tests.txn_producer import Sent, send_transaction
+from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.lag_ticker import Ticker, skip_reason
+from eos_assets_tests.support.orders import raw_events
+from eos_assets_tests.support.records import batch, committed_truth, rows
+from eos_assets_tests.support.txn_producer import Sent, send_transaction
 
 ACCEPT = {"ops": {"orders__bronze__raw_events": {"config": {"accept_data_loss": True}}}}
 NODE = "orders__bronze__raw_events"

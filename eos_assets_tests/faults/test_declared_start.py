@@ -19,16 +19,16 @@ from deltalake import DeltaTable
 
 from eos_assets.defs import bronze, sensors
 from eos_assets.defs.stream import ORDERS, Stream
-from eos_assets.lib.spark_env import spark_config
+from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import Settings
-from eos_assets_tests import orders as checks
-from eos_assets_tests.defs.test_sensors import definitions, observed, skip_reason
 from eos_assets_tests.faults.test_data_loss import evaluations, ingest_history, materialized, meta
-from eos_assets_tests.lib.test_ingest import batch, committed_truth, event, rows
-from eos_assets_tests.txn_producer import send_transaction
+from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.lag_ticker import definitions, observed, skip_reason
+from eos_assets_tests.support.records import batch, committed_truth, event, rows
+from eos_assets_tests.support.txn_producer import send_transaction
 
 NODE = "orders__bronze__raw_events"
 

@@ -10,10 +10,11 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib import delta_io, faults
+from eos_assets.lib import faults
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.delta.maintenance import remove_orphans
 from eos_assets.lib.errors import ConfigError
-from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.maintenance import remove_orphans
+from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets_tests.faults.harness import Ledger, run_ingest
 from eos_assets_tests.faults.oracle import judge
 

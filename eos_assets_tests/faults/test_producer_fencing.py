@@ -17,13 +17,13 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import read_manifest
-from eos_assets.lib.ingest import ingest_bronze
-from eos_assets.lib.lag import measure_lag
+from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.kafka.lag import measure_lag
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.defs.test_sensors import Ticker, observed, skip_reason
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
+from eos_assets_tests.support.lag_ticker import Ticker, observed, skip_reason
 
 EOS_ASSETS = str(Path(sys.executable).parent / "eos-assets")
 

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import read_manifest
 from eos_assets.lib import faults
-from eos_assets.lib.ingest import ingest_bronze
+from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets_tests.faults.harness import Ledger, finish, kill_group, start_ingest, wait_ready
 from eos_assets_tests.faults.oracle import judge, overlaps
 

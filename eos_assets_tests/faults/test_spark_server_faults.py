@@ -5,7 +5,7 @@ Every run is the product's own: ``dagster job execute`` of ``eos_assets.definiti
 process of its own, with ``EOS_SPARK_CONNECT=local`` and the product's local instance
 (``deploy/dagster.local.yaml``), against one real server per module (``eos-assets spark up``)
 and the session's broker. Bronze is judged against the producer's manifest (``oracle.judge``),
-silver, gold and DuckDB against the derived-table oracle (``eos_assets_tests.oracle``).
+silver, gold and DuckDB against the derived-table oracle (``eos_assets_tests.support.oracle``).
 """
 
 import json
@@ -26,8 +26,9 @@ import pytest
 from deltalake import DeltaTable
 
 from eos_assets import cli
-from eos_assets.lib import faults, kpi, silver_events, spark_server
-from eos_assets_tests import graph
+from eos_assets.lib import faults
+from eos_assets.lib.derived import kpi, silver_events
+from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults.harness import (
     STARTED,
     Ledger,
@@ -37,7 +38,8 @@ from eos_assets_tests.faults.harness import (
     wait_for_files,
 )
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.oracle import expected
+from eos_assets_tests.support import graph
+from eos_assets_tests.support.oracle import expected
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

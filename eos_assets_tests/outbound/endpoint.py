@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from eos_assets.lib.alert_delivery import IDEMPOTENCY_HEADER
+from eos_assets.lib.outbound.alert_delivery import IDEMPOTENCY_HEADER
 
 PATH = "/alerts"
 

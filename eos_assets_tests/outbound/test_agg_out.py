@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib import outbound_publish
+from eos_assets.lib.outbound import outbound_publish
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import (
     STATE,

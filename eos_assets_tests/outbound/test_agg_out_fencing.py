@@ -14,9 +14,10 @@ from confluent_kafka import KafkaException, Producer
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib import faults, outbound_position, outbound_publish
-from eos_assets.lib.delta_tables import read_rows
-from eos_assets.lib.window_aggregates import window_schema
+from eos_assets.lib import faults
+from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.derived.window_aggregates import window_schema
+from eos_assets.lib.outbound import outbound_position, outbound_publish
 from eos_assets_tests.faults.harness import Ledger, finish, wait_for_files
 from eos_assets_tests.outbound.conftest import (
     GoldLakes,

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from eos_assets.lib import alert_ledger, alert_notify, delta_io
-from eos_assets.lib.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
-from eos_assets.lib.alerts import AlertPolicy
-from eos_assets.lib.windows import WATERMARK_APP, at
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.windows import WATERMARK_APP, at
+from eos_assets.lib.outbound import alert_ledger, alert_notify
+from eos_assets.lib.outbound.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
+from eos_assets.lib.outbound.alerts import AlertPolicy
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import GoldLakes, kpi_uri, run_outbound, windows_uri
 from eos_assets_tests.outbound.endpoint import Endpoint, closed_port_url

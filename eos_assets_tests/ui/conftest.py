@@ -24,8 +24,8 @@ import pytest
 
 from eos_assets.devkit import broker
 from eos_assets.lib.ports import port_free
-from eos_assets_tests.lib.test_ingest import batch
-from eos_assets_tests.txn_producer import Sent, send_transaction
+from eos_assets_tests.support.records import batch
+from eos_assets_tests.support.txn_producer import Sent, send_transaction
 from eos_assets_tests.ui.chromium import click_and_read
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ of each page in its temporary folder (``<tmp>/asset_graph.png``, ``<tmp>/checks.
 from pathlib import Path
 
 from eos_assets.definitions import defs
-from eos_assets_tests import orders as checks
+from eos_assets_tests.support import orders as checks
 from eos_assets_tests.ui.chromium import render, shown, status_of
 from eos_assets_tests.ui.conftest import DagsterDev, SensorRun
 

@@ -1,6 +1,6 @@
 """``dagster dev`` end to end: the lag sensor launches an ingest by itself and it succeeds."""
 
-from eos_assets.lib import delta_io
+from eos_assets.lib.delta import delta_io
 from eos_assets_tests.ui.conftest import SENSOR, DagsterDev, SensorRun, ticks
 
 CHECKS = """

@@ -1,0 +1,122 @@
+"""Write a DataFrame as Parquet files of a Delta table from Spark tasks (not committed).
+
+Each task receives Arrow batches (``mapInArrow``), writes one file per group of rows (one
+partition value and one time bucket, so file statistics stay tight) inside the table folder
+and returns the file's path, size and Delta statistics. The driver turns them into add actions
+and commits them with delta-rs, as Delta's own Spark writer does; a file whose commit never
+happens is an orphan that no reader sees (vacuum removes it). Runs on executors: the task
+function takes and returns only plain, picklable values.
+"""
+
+# pyright: reportAttributeAccessIssue=false
+# (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
+
+import functools
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import date, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake.transaction import AddAction
+from pyspark.sql import DataFrame
+
+from eos_assets.lib.delta.delta_stats import file_stats
+from eos_assets.lib.delta.delta_tables import as_uri, data_schema
+
+_FILE_SCHEMA = "path string, size long, stats string, part string, records long"
+
+
+def write_files(
+    frame: DataFrame,
+    table_uri: str,
+    schema: pa.Schema,
+    partition_by: str | None,
+    split_by: str | None = None,
+    sort_by: str | None = None,
+) -> list[AddAction]:
+    """Write ``frame`` as Parquet files inside the table folder from Spark tasks.
+
+    Rows are grouped so that each file holds one value of ``partition_by`` and of ``split_by``
+    (a coarse time bucket keeping file statistics tight), sorted by ``sort_by``. Nothing is
+    visible until the returned add actions are committed; an uncommitted file is an orphan
+    that no reader sees (vacuum removes it).
+    """
+    keys = [c for c in (partition_by, split_by) if c is not None]
+    if keys:
+        # Hash partitioning puts each group in one task, which writes one file per group.
+        frame = frame.repartition(*keys)
+    if sort_by is not None:
+        frame = frame.sortWithinPartitions(*keys, sort_by)
+    task = functools.partial(
+        _write_task,
+        table_uri=table_uri,
+        schema=schema,
+        partition_by=partition_by,
+        keys=keys,
+    )
+    written = frame.mapInArrow(task, _FILE_SCHEMA).collect()
+    now = int(time.time() * 1000)
+    return [
+        AddAction(
+            row["path"],
+            row["size"],
+            {partition_by: row["part"]} if partition_by is not None else {},
+            now,
+            True,
+            row["stats"],
+        )
+        for row in written
+    ]
+
+
+def _write_task(
+    batches: Iterator[pa.RecordBatch],
+    table_uri: str,
+    schema: pa.Schema,
+    partition_by: str | None,
+    keys: list[str],
+) -> Iterator[pa.RecordBatch]:
+    """One Spark task: write its rows as one file per group; yield what it wrote."""
+    received = list(batches)
+    if not received:
+        return
+    data = pa.Table.from_batches(received)
+    if data.num_rows == 0:
+        return
+    stored = data_schema(schema, [partition_by] if partition_by else [])
+    fs, root = pafs.FileSystem.from_uri(as_uri(table_uri))
+    root = root.rstrip("/")
+    groups = data.group_by(keys, use_threads=False).aggregate([]).to_pylist() if keys else [{}]
+    for group in groups:
+        mask = None
+        for key, value in group.items():
+            match = pc.equal(data.column(key), pa.scalar(value, data.schema.field(key).type))
+            mask = match if mask is None else pc.and_(mask, match)
+        rows = data.filter(mask) if mask is not None else data
+        table = rows.select(stored.names).cast(stored)
+        part = _partition_text(group[partition_by]) if partition_by else None
+        folder = f"{partition_by}={part}/" if partition_by else ""
+        path = f"{folder}part-{uuid.uuid4().hex}.snappy.parquet"
+        fs.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
+        pq.write_table(table, f"{root}/{path}", filesystem=fs, compression="snappy")
+        yield pa.record_batch(
+            {
+                "path": pa.array([path]),
+                "size": pa.array([fs.get_file_info(f"{root}/{path}").size or 0], pa.int64()),
+                "stats": pa.array([file_stats(table)]),
+                "part": pa.array([part], pa.string()),
+                "records": pa.array([table.num_rows], pa.int64()),
+            }
+        )
+
+
+def _partition_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)

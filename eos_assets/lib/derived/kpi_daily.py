@@ -1,0 +1,168 @@
+"""``gold/kpi_daily`` and its customer set ``gold/kpi_daily_customers``, kept additively.
+
+Every count and sum of a day is additive, so the new silver rows are aggregated per day and
+currency and added to the day's row. Distinct customers are not additive: the set of
+``(day, currency, customer_id)`` lives in ``gold/kpi_daily_customers`` (insert-if-absent, each
+row with the silver version that first brought it), and a day's count grows by the batch's
+customers not in that set. Work per run grows with the batch and the customers of the days it
+touches, never with the events already consumed.
+
+The set is committed first with its own ``txn``; counting only the set rows with
+``silver_version <= consumed`` keeps a re-run after a crash between the two commits exact.
+"""
+
+import time
+from collections.abc import Mapping
+from datetime import date
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eos_assets.lib import faults
+from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.derived import incremental
+from eos_assets.lib.derived.kpi import (
+    AFTER_COMMIT,
+    AFTER_CUSTOMERS,
+    APP,
+    COUNTERS,
+    CUSTOMERS_SCHEMA,
+    KPI_DAILY_KEY,
+    KPI_DAILY_SCHEMA,
+    KpiOutcome,
+    counters,
+    finish,
+    read_increment,
+)
+
+
+def update_kpi_daily(
+    spark: SparkSession,
+    events_uri: str,
+    kpi_uri: str,
+    customers_uri: str,
+    storage_options: dict[str, str] | None = None,
+) -> KpiOutcome:
+    """Add the new silver rows to their days' KPIs (and their customers to the day's set).
+
+    Raises:
+        EosError: silver was rewritten or its log is gone, or commits kept conflicting.
+    """
+    delta_tables.ensure(
+        kpi_uri,
+        KPI_DAILY_SCHEMA,
+        configuration=delta_tables.merged_table_config(),
+        storage_options=storage_options,
+    )
+    delta_tables.ensure(customers_uri, CUSTOMERS_SCHEMA, storage_options=storage_options)
+
+    table = incremental.Derived(
+        "gold/kpi_daily", kpi_uri, events_uri, APP, storage_options, companions=(customers_uri,)
+    )
+    return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, a, o))
+
+
+def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome) -> None:
+    dt, (customers_dt,) = attempt.target, attempt.companions
+    increment = attempt.increment
+    outcome.silver_versions = attempt.versions
+    outcome.events = increment.records
+    new = read_increment(spark, increment).withColumn("day", F.to_date("event_time"))
+    batch = {
+        (r["day"], r["currency"]): r.asDict() for r in counters(new, ["day", "currency"]).collect()
+    }
+    added, missing, outcome.set_rows_read = _new_customers(
+        spark, new, customers_dt, sorted({k[0] for k in batch}), increment.consumed
+    )
+    rows = _daily_rows(dt, batch, added)
+    for row in rows:
+        row["silver_version"] = increment.version
+    outcome.rows_written = len(rows)
+    outcome.new_customers = sum(added.values())
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
+    metadata = attempt.metadata("kpi_daily")
+    done = customers_dt.transaction_version(APP)
+    if missing.num_rows and (done is None or done < increment.version):
+        write_deltalake(
+            customers_dt,
+            missing,
+            mode="append",
+            commit_properties=delta_tables.commit_properties(attempt.txns, metadata),
+        )
+        outcome.customers_version = customers_dt.version()
+    faults.crash_point(AFTER_CUSTOMERS)
+    delta_tables.upsert(
+        dt,
+        pa.Table.from_pylist(rows, schema=KPI_DAILY_SCHEMA),
+        list(KPI_DAILY_KEY),
+        "day",
+        attempt.txns,
+        metadata,
+    )
+    faults.crash_point(AFTER_COMMIT)
+
+
+def _new_customers(
+    spark: SparkSession,
+    new: DataFrame,
+    customers_dt: DeltaTable,
+    days: list[date],
+    consumed: int | None,
+) -> tuple[dict[tuple, int], pa.Table, int]:
+    """Per (day, currency): customers of ``new`` not seen up to silver version ``consumed``;
+    the set rows still missing (a crashed earlier attempt may have committed some); and the
+    number of set rows read."""
+    seen = (
+        new.where(F.col("customer_id").isNotNull())
+        .groupBy("day", "currency", "customer_id")
+        .agg(F.min("silver_version").alias("silver_version"))
+    )
+    known, read = _customers(spark, customers_dt, days)
+    before = known.where(F.col("silver_version") <= F.lit(-1 if consumed is None else consumed))
+    key = ["day", "currency", "customer_id"]
+    fresh = seen.join(before, key, "left_anti").groupBy("day", "currency").count().collect()
+    missing = seen.join(known, key, "left_anti").toArrow()
+    added = {(r["day"], r["currency"]): int(r["count"]) for r in fresh}
+    return added, missing.select(CUSTOMERS_SCHEMA.names).cast(CUSTOMERS_SCHEMA), read
+
+
+def _daily_rows(
+    dt: DeltaTable, batch: Mapping[tuple, Mapping[str, Any]], added: Mapping[tuple, int]
+) -> list[dict[str, Any]]:
+    """The days' rows after adding the batch's counters and new customers to the current ones."""
+    days = sorted({k[0] for k in batch})
+    predicate = " OR ".join(f"day = '{d.isoformat()}'" for d in days)
+    current = {
+        (r["day"], r["currency"]): r
+        for r in (
+            delta_tables.read_rows(dt, KPI_DAILY_SCHEMA, predicate).to_pylist() if days else []
+        )
+    }
+    rows = []
+    for key, counted in batch.items():
+        was = current.get(key)
+        total = {n: (was[n] if was else 0) + counted[n] for n, _ in COUNTERS}
+        unique = (was["unique_customers"] if was else 0) + added.get(key, 0)
+        rows.append(
+            {
+                "day": key[0],
+                "currency": key[1],
+                **finish(total, unique),
+                "revision": (was["revision"] if was else 0) + 1,
+            }
+        )
+    return rows
+
+
+def _customers(spark: SparkSession, dt: DeltaTable, days: list[date]) -> tuple[DataFrame, int]:
+    """The customer set rows of ``days`` (files pruned by the ``day`` statistics), and the
+    number of rows in the files read."""
+    if not days:
+        return delta_tables.spark_empty(spark, CUSTOMERS_SCHEMA), 0
+    predicate = f"day IN ({', '.join(repr(d.isoformat()) for d in days)})"
+    files = delta_tables.data_files(dt, predicate)
+    rows = delta_tables.read_spark(spark, [f.uri for f in files], CUSTOMERS_SCHEMA)
+    return rows.where(F.col("day").isin(days)), sum(f.records for f in files)

@@ -1,0 +1,140 @@
+"""``gold/kpi_window``: the KPIs (``kpi.py``) per window and currency, touched windows recomputed.
+
+A window touched by new silver rows is recomputed from that window's silver rows only (files
+pruned by date and event-time statistics) and upserted with ``revision`` + 1; the consumed
+silver version and the window size are ``txn`` actions of the same commit. A size change would
+mix grains, so it is refused.
+"""
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from eos_assets.lib import faults
+from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.derived import incremental
+from eos_assets.lib.derived.kpi import (
+    AFTER_COMMIT,
+    APP,
+    KPI_WINDOW_KEY,
+    KPI_WINDOW_SCHEMA,
+    NO_CURRENCY,
+    SIZE_APP,
+    KpiOutcome,
+    counters,
+    finish,
+    read_increment,
+)
+from eos_assets.lib.derived.window_aggregates import window_rows
+from eos_assets.lib.derived.windows import at, micros_of
+from eos_assets.lib.errors import EosError
+
+
+def update_kpi_window(
+    spark: SparkSession,
+    events_uri: str,
+    kpi_uri: str,
+    size: timedelta,
+    storage_options: dict[str, str] | None = None,
+) -> KpiOutcome:
+    """Recompute the KPI windows touched by new silver rows.
+
+    Raises:
+        EosError: the window size differs from the table's, silver was rewritten, or
+            commits kept conflicting.
+    """
+    delta_tables.ensure(
+        kpi_uri,
+        KPI_WINDOW_SCHEMA,
+        configuration=delta_tables.merged_table_config(),
+        storage_options=storage_options,
+    )
+    size_us = int(size.total_seconds() * 1_000_000)
+
+    def check(dt: DeltaTable) -> None:
+        built = dt.transaction_version(SIZE_APP)
+        if built is not None and built * 1_000_000 != size_us:
+            raise EosError(
+                f"{kpi_uri} holds {built}s windows, not {size_us // 1_000_000}s: delete it to "
+                "rebuild with the new size, or keep the old size"
+            )
+
+    table = incremental.Derived(
+        "gold/kpi_window", kpi_uri, events_uri, APP, storage_options, check=check
+    )
+    return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, size_us, a, o))
+
+
+def _step(
+    spark: SparkSession, size_us: int, attempt: incremental.Attempt, outcome: KpiOutcome
+) -> None:
+    outcome.silver_versions = attempt.versions
+    outcome.events = attempt.increment.records
+    us = F.unix_micros("event_time")
+    keys = [
+        (r["_start"], r["currency"])
+        for r in read_increment(spark, attempt.increment)
+        .select((us - F.pmod(us, F.lit(size_us))).alias("_start"), "currency")
+        .distinct()
+        .collect()
+    ]
+    rows, outcome.silver_rows_read = _window_kpis(
+        spark, attempt.target, attempt.upstream, keys, size_us
+    )
+    for row in rows:
+        row["silver_version"] = attempt.increment.version
+    outcome.rows_written = len(rows)
+    outcome.seconds["compute"] = time.monotonic() - attempt.started
+    delta_tables.upsert(
+        attempt.target,
+        pa.Table.from_pylist(rows, schema=KPI_WINDOW_SCHEMA),
+        list(KPI_WINDOW_KEY),
+        "window_start",
+        attempt.txns | {SIZE_APP: size_us // 1_000_000},
+        attempt.metadata("kpi_window"),
+    )
+    faults.crash_point(AFTER_COMMIT)
+
+
+def _window_kpis(
+    spark: SparkSession,
+    dt: DeltaTable,
+    upstream: DeltaTable,
+    keys: list[tuple[int, str]],
+    size_us: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Fresh KPI rows of windows ``keys`` (start micros, currency) from their silver rows."""
+    if not keys:
+        return [], 0
+    wanted = spark.createDataFrame(keys, "_start long, currency string")
+    silver, read = window_rows(spark, upstream, [k[0] for k in keys], size_us)
+    silver = silver.withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))
+    group = ["_start", "currency"]
+    fresh = counters(silver.join(F.broadcast(wanted), group), group).collect()
+    starts = [k[0] for k in keys]
+    predicate = (
+        f"window_start >= '{at(min(starts)).isoformat()}' AND "
+        f"window_start <= '{at(max(starts)).isoformat()}'"
+    )
+    current = {
+        (micros_of(r["window_start"]), r["currency"]): r
+        for r in delta_tables.read_rows(dt, KPI_WINDOW_SCHEMA, predicate).to_pylist()
+    }
+    rows = []
+    for r in fresh:
+        before = current.get((r["_start"], r["currency"]), {})
+        rows.append(
+            {
+                "window_start": at(r["_start"]),
+                "window_end": at(r["_start"] + size_us),
+                "currency": r["currency"],
+                **finish(r.asDict(), int(r["customers"])),
+                "revision": before.get("revision", 0) + 1,
+            }
+        )
+    return rows, read

@@ -1,0 +1,258 @@
+"""``silver/events``: one row per ``event_id`` among valid bronze records, insert-if-absent.
+
+The first delivery of an event wins: across bronze versions the earliest ingested
+(``bronze_version``), within one the lowest ``(topic, partition, offset)``. Ordering by
+``(bronze_version, topic, partition, offset)`` makes the result independent of how many bronze
+versions one run consumes. Rows are inserted, never updated; malformed records (``error`` set)
+stay in bronze.
+
+**Insert-if-absent without scanning the table.** The table is partitioned by ``event_date``
+(UTC date of ``event_time``), and each run writes one file per date and ``FILE_SPAN`` of event
+time, so file statistics on ``event_time`` stay tight. New rows are anti-joined only against the
+files whose partition and ``event_time`` range can hold an event time present in the batch.
+This rests on one assumption, documented here and checked by the producer's contract: a
+duplicate of an event carries the same payload, hence the same ``event_time`` (a producer that
+retries at the application level re-sends the same bytes). Work per run therefore grows with the
+batch and the event-time spans it touches, not with the table.
+
+Crash points (``faults.crash_point``): ``AFTER_FILES`` (files written, not committed: orphans
+no reader sees) and ``AFTER_COMMIT``. Either way a re-run finishes the job exactly once.
+"""
+
+# pyright: reportAttributeAccessIssue=false
+# (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from eos_assets.lib import faults
+from eos_assets.lib.contract.schema import bronze_schema
+from eos_assets.lib.contract.stream_shape import Contract
+from eos_assets.lib.delta import delta_tables, file_writer, txn_ids
+from eos_assets.lib.derived import incremental, increments
+
+UPSTREAM = "bronze/raw_events"
+APP = txn_ids.FROM_BRONZE
+PARTITION_BY = ("event_date",)
+FILE_SPAN = timedelta(minutes=15)
+_SPAN_MICROS = int(FILE_SPAN.total_seconds() * 1_000_000)
+
+AFTER_FILES = "silver_events_after_files"
+AFTER_COMMIT = "silver_events_after_commit"
+CRASH_POINTS = (AFTER_FILES, AFTER_COMMIT)
+
+FIRST_DELIVERY = ("bronze_version", "topic", "partition", "offset")
+_FROM_BRONZE = ("schema_version", "topic", "partition", "offset", "kafka_timestamp")
+
+
+def events_schema(contract: Contract) -> pa.Schema:
+    """The columns of ``silver/events``: id, time, the payload fields in declared order (typed
+    as in bronze), then where the event came from."""
+    bronze = bronze_schema(contract)
+    names = ("event_id", "event_time", *contract.names, *_FROM_BRONZE)
+    return pa.schema(
+        [
+            *[bronze.field(n) for n in names],
+            ("bronze_version", pa.int64()),
+            ("event_date", pa.date32()),
+        ]
+    )
+
+
+def stored_schema(events: DeltaTable) -> pa.Schema:
+    """The columns in the data files of a ``silver/events`` snapshot: its stream's
+    ``events_schema`` but the partition column, read from the table itself."""
+    return delta_tables.data_schema(pa.schema(events.schema().to_arrow()), PARTITION_BY)  # type: ignore[arg-type]
+
+
+@dataclass
+class EventsOutcome:
+    """What one run did; ``version`` is None when nothing was committed."""
+
+    version: int | None = None
+    bronze_versions: tuple[int, int] | None = None
+    bronze_rows: int = 0
+    malformed: int = 0
+    duplicates_in_batch: int = 0
+    duplicates_existing: int = 0
+    inserted: int = 0
+    dates: list[str] = field(default_factory=list)
+    existing_files_read: int = 0
+    existing_rows_read: int = 0
+    files_written: int = 0
+    attempts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def update_events(
+    spark: SparkSession,
+    contract: Contract,
+    bronze_uri: str,
+    silver_uri: str,
+    storage_options: dict[str, str] | None = None,
+) -> EventsOutcome:
+    """Insert the first delivery of every new valid bronze event into silver/events.
+
+    Raises:
+        EosError: bronze was rewritten or its log is gone, or the commit kept losing races.
+    """
+    schema = events_schema(contract)
+    delta_tables.ensure(silver_uri, schema, PARTITION_BY, storage_options=storage_options)
+    table = incremental.Derived("silver/events", silver_uri, bronze_uri, APP, storage_options)
+    return incremental.run(table, EventsOutcome, lambda a, o: _step(spark, contract, a, o))
+
+
+def _step(
+    spark: SparkSession,
+    contract: Contract,
+    attempt: incremental.Attempt,
+    outcome: EventsOutcome,
+) -> None:
+    schema = events_schema(contract)
+    increment = attempt.increment
+    outcome.bronze_versions = attempt.versions
+    # The batch's counts and event-time spans come from three columns read with Arrow on the
+    # driver (milliseconds): Spark then runs one query, rank, anti-join and write.
+    valid, firsts, spans = batch_summary(increment.files)
+    outcome.bronze_rows = increment.records
+    outcome.malformed = increment.records - valid
+    outcome.duplicates_in_batch = valid - firsts
+    predicate = existing_files_predicate(spans)
+    existing_files = delta_tables.data_files(attempt.target, predicate) if predicate else []
+    outcome.existing_files_read = len(existing_files)
+    outcome.existing_rows_read = sum(f.records for f in existing_files)
+    bronze = increments.read_files(
+        spark,
+        increment.files,
+        delta_tables.spark_schema(bronze_schema(contract)),
+        "bronze_version",
+    )
+    existing = delta_tables.read_spark(spark, [f.uri for f in existing_files], schema, PARTITION_BY)
+    new = first_of(ranked_deliveries(bronze, schema)).join(
+        existing.select("event_id"), "event_id", "left_anti"
+    )
+    outcome.seconds["plan_read"] = time.monotonic() - attempt.started
+    began = time.monotonic()
+    actions = file_writer.write_files(
+        new.withColumn("_span", _span(F.col("event_time"))),
+        attempt.table.uri,
+        schema,
+        partition_by="event_date",
+        split_by="_span",
+        sort_by="event_time",
+    )
+    outcome.files_written = len(actions)
+    outcome.inserted = sum(_stat_records(a.stats) for a in actions)
+    outcome.duplicates_existing = firsts - outcome.inserted
+    outcome.dates = sorted({str(a.partition_values["event_date"]) for a in actions})
+    outcome.seconds["write"] = time.monotonic() - began
+    faults.crash_point(AFTER_FILES)
+    metadata = attempt.metadata("silver_events", **{"eos.inserted": outcome.inserted})
+    delta_tables.commit_adds(attempt.target, actions, schema, PARTITION_BY, attempt.txns, metadata)
+    faults.crash_point(AFTER_COMMIT)
+
+
+def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list[datetime]]:
+    """Valid records, distinct valid event ids and the ``FILE_SPAN`` starts of their event
+    times, over the bronze ``files`` of one increment."""
+    pieces = []
+    for f in files:
+        fs, path = pafs.FileSystem.from_uri(delta_tables.as_uri(f.uri))
+        piece = pq.read_table(path, filesystem=fs, columns=["event_id", "event_time", "error"])
+        pieces.append(piece.filter(pc.is_null(piece.column("error"))))
+    if not pieces:
+        return 0, 0, []
+    valid = pa.concat_tables(pieces)
+    # As ``_span`` computes it in Spark: floor of a double division.
+    micros = pc.cast(pc.cast(valid.column("event_time"), pa.int64()), pa.float64())
+    size = float(_SPAN_MICROS)
+    starts = pc.unique(pc.multiply(pc.floor(pc.divide(micros, size)), size))
+    spans = sorted(
+        datetime.fromtimestamp(int(s) / 1e6, UTC) for s in starts.to_pylist() if s is not None
+    )
+    firsts = pc.count_distinct(valid.column("event_id")).as_py()
+    return valid.num_rows, firsts, spans
+
+
+def ranked_deliveries(bronze: DataFrame, schema: pa.Schema) -> DataFrame:
+    """The valid rows of ``bronze`` (with ``bronze_version``), ranked per event in delivery order.
+
+    The columns are those of ``schema`` (``events_schema``) but ``event_date``; ``_rank`` is 1
+    for the first delivery of each event.
+    """
+    order = Window.partitionBy("event_id").orderBy(*FIRST_DELIVERY)
+    names = [n for n in schema.names if n != "event_date"]
+    return (
+        bronze.where(F.col("error").isNull())
+        .select(*names)
+        .withColumn("_rank", F.row_number().over(order))
+    )
+
+
+def first_of(ranked: DataFrame) -> DataFrame:
+    """The first deliveries of ``ranked_deliveries``, with their ``event_date``."""
+    return (
+        ranked.where(F.col("_rank") == 1)
+        .drop("_rank")
+        .withColumn("event_date", F.to_date("event_time"))
+    )
+
+
+def _span(column: Column) -> Column:
+    """The start of the ``FILE_SPAN`` holding ``column``, in microseconds since the epoch."""
+    return F.floor(F.unix_micros(column) / _SPAN_MICROS) * _SPAN_MICROS
+
+
+def existing_files_predicate(spans: list[datetime]) -> str | None:
+    """A file-pruning predicate for the silver files that may hold events of these spans."""
+    return time_ranges_predicate(merge_ranges([(s, s + FILE_SPAN) for s in spans]))
+
+
+def merge_ranges(ranges: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Sorted half-open ranges with touching or overlapping ones merged."""
+    merged: list[tuple[datetime, datetime]] = []
+    for low, high in sorted(ranges):
+        if merged and merged[-1][1] >= low:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def time_ranges_predicate(ranges: list[tuple[datetime, datetime]]) -> str | None:
+    """A file-pruning predicate on silver/events for event times in half-open ``ranges``.
+
+    Each range also names its dates, so that partition pruning applies before statistics.
+    """
+    clauses = []
+    for low, high in ranges:
+        low, high = low.astimezone(UTC), high.astimezone(UTC)
+        clauses.append(
+            f"(event_date IN ({', '.join(_days(low, high))}) AND "
+            f"event_time >= '{low.isoformat()}' AND event_time < '{high.isoformat()}')"
+        )
+    return " OR ".join(clauses) or None
+
+
+def _days(low: datetime, high: datetime) -> list[str]:
+    day, last = low.date(), (high - timedelta(microseconds=1)).date()
+    days = []
+    while day <= last:
+        days.append(f"'{day.isoformat()}'")
+        day += timedelta(days=1)
+    return days
+
+
+def _stat_records(stats: str) -> int:
+    return int(json.loads(stats)["numRecords"])

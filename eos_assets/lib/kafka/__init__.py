@@ -1,0 +1,1 @@
+"""Kafka: offsets, admin calls, consumer lag and its trend, and where a declared start points."""

@@ -1,0 +1,1 @@
+"""Serving: DuckDB tables of the KPIs, published by an atomic swap of the database file."""

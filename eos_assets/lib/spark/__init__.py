@@ -1,0 +1,1 @@
+"""Spark: session settings, jars, Java, the class archive, and the warm Spark Connect server."""

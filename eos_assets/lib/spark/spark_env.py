@@ -1,0 +1,87 @@
+"""What Spark needs from the machine, checked before a JVM is started."""
+
+import os
+import sys
+from pathlib import Path
+
+from eos_assets.lib.spark import jars, spark_cds
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+# A driver for a short run compiles with C1 only. Such a driver lives for one small Dagster
+# run, and on 2 cores the C2 compiler's threads competed with the run's own work for code that
+# had little time left to pay off: in the freshness stage of the bench (one run each, idle
+# machine) runs took 16-24 s instead of 24-36 s and p95 went from 48.5 s to 36.4 s. Large work
+# needs C2: with C1 only in every session, a full bench built the derived assets at 5M events
+# in 197 s, against 118 s with the default JIT on the same day (BENCHMARKS.md). So it is a
+# per-run choice.
+QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
+
+# Delta Lake on Spark: the session extension (Delta's SQL: MERGE, DESCRIBE HISTORY, ...) and the
+# catalog that makes `format("delta")` tables first-class.
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Table properties every table Spark creates starts with. Deletion vectors (off in open-source
+# Delta today, on in some distributions) raise a table to reader features that delta-rs cannot
+# read (its `to_pyarrow_table` refuses the table, and a reader of the Parquet file list would
+# return deleted rows): every table must stay readable by both engines.
+DELTA_TABLE_DEFAULTS = {
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+}
+
+
+def delta_jars() -> str:
+    """The installed Delta jars as a ``spark.jars`` value (comma-separated paths).
+
+    Raises:
+        ConfigError: the jars were never installed (one line: run ``make install``).
+    """
+    return ",".join(str(path) for path in jars.jar_files("delta"))
+
+
+def use_this_python() -> None:
+    """Make Spark tasks run this interpreter (and so see this environment's packages).
+
+    PySpark picks the worker Python for RDD functions from ``PYSPARK_PYTHON`` when the
+    context starts, not from the session config, and falls back to ``python3`` on the PATH.
+    On a cluster the executors then start the same path, so the same environment must be
+    installed there at that path; a different one is chosen by setting ``PYSPARK_PYTHON``.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def spark_config(
+    master: str, app_name: str = "eos_assets", class_archive: bool = True
+) -> dict[str, str]:
+    """Spark settings shared by every session of the product.
+
+    Executors run ``PYSPARK_PYTHON`` when set, else the Python of this process (on a cluster:
+    the same path on every executor, with the same packages). With ``class_archive`` the driver
+    JVM maps this install's class archive when it has one (``spark_cds``). A short run adds
+    ``QUICK_START_JIT`` through its run config (``resources.spark.quick_start_run_config``).
+
+    Every session has Delta: its jars from ``.jars/delta`` go in ``spark.jars``, so Spark ships
+    them to a cluster's executors as well as the driver (nothing is fetched at run time).
+
+    Raises:
+        ConfigError: the Delta jars are not installed (one line with the fix).
+    """
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    driver_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J}"
+    if class_archive and (archive := spark_cds.driver_java_options()):
+        driver_options += f" {archive}"
+    config = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": driver_options,
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.jars": delta_jars(),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        **DELTA_TABLE_DEFAULTS,
+    }
+    config["spark.pyspark.python"] = python
+    return config

@@ -1,0 +1,261 @@
+"""The local Spark Connect server: one warm Spark that every run of this machine connects to.
+
+pyspark ships the server (``spark-connect_2.13`` in its jars) and ``spark-submit`` but no start
+script, so the server is started as ``spark-submit --class SparkConnectServer spark-internal``
+with the settings of every in-process session (``spark_env.spark_config``: Delta's jars and
+settings, UTC, Arrow, the master's cores). It listens on 127.0.0.1 only, and its Python tasks
+(``mapInArrow``) run this interpreter, so they see this environment's packages. Its address is
+recorded under the state folder like the broker's.
+
+Every run of the product joins one Spark Connect session of the server (``run_url``), named at
+``up``. Spark 4.2 starts one Python daemon per session for its Python tasks and stops it only
+with the server: with a session per run, each run left a ~48 MB ``pyspark.daemon`` behind
+(eleven runs: 1.18 GB). One shared session keeps one daemon, and its forked workers, warm with
+the modules the tasks import, serve the next run too. The session never expires
+(``defaultSessionTimeout`` -1), and a client that releases it (pyspark's ``stop()``) does not
+lock the others out: the server keeps no closed ids (``closedSessionsTombstonesSize`` 0), so
+the next run starts the session afresh under the same id.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from eos_assets.lib.errors import EosError, SparkServerError
+from eos_assets.lib.ports import free_port, port_free
+from eos_assets.lib.spark.java import require_java
+from eos_assets.lib.spark.spark_env import spark_config
+
+MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_OUT_NAME = "server.out"
+# The driver of every run of the machine lives here: more than spark-submit's 1 GiB default.
+DRIVER_MEMORY = "2g"
+# At rest the server gives back the heap its runs grew: G1 collects after a minute without a
+# collection and then keeps at most 30 % of the heap free (Java's defaults: no idle collection,
+# 70 % free). After twelve runs its JVM held 1.44 GB at rest, and 0.91 GB once these were set.
+IDLE_HEAP = "-XX:G1PeriodicGCInterval=60000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A running Spark Connect server: its client URL, process id and log file, and the id of
+    the Spark Connect session that every run of the product joins (empty: none, each client
+    gets a session of its own)."""
+
+    url: str
+    pid: int
+    log: str
+    session: str = ""
+
+    def run_url(self) -> str:
+        """The URL runs connect with: the server's, naming the shared session."""
+        return f"{self.url}/;session_id={self.session}" if self.session else self.url
+
+
+def start_server(
+    state_dir: Path, master: str = "local[*]", port: int = 0, timeout: float = 120.0
+) -> ServerInfo:
+    """Start a Spark Connect server on 127.0.0.1; return once it accepts connections.
+
+    Args:
+        state_dir: folder of the server's log (``server.out``) and its ``spark-warehouse``.
+        master: Spark master of the server's own SparkContext (``local[*]``: every core).
+        port: port on 127.0.0.1; 0 picks a free one.
+        timeout: seconds to wait until the port accepts connections.
+
+    Raises:
+        EosError: Java or the Delta jars are missing, the port is busy, the server exits early
+            or never listens (one line each).
+    """
+    require_java()
+    state_dir = state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if port and not port_free(port):
+        raise EosError(f"port {port} on 127.0.0.1 is busy: stop what uses it or choose another")
+    port = port or free_port()
+    # The server runs once per machine: the class archive of short-lived drivers is not for it.
+    config = spark_config(master, app_name="eos_assets_connect", class_archive=False)
+    config["spark.driver.extraJavaOptions"] += f" {IDLE_HEAP}"
+    config |= {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.memory": DRIVER_MEMORY,
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.warehouse.dir": str(state_dir / "spark-warehouse"),
+        # The runs' shared session outlives a quiet night (the default drops a session after
+        # 60 idle minutes), and its id stays usable after a client released it (by default a
+        # closed id is refused for good: every later run would fail).
+        "spark.connect.session.manager.defaultSessionTimeout": "-1",
+        "spark.connect.session.manager.closedSessionsTombstonesSize": "0",
+    }
+    import pyspark  # here: reading the settings must not import Spark
+
+    home = Path(pyspark.__file__).parent
+    command = [str(home / "bin" / "spark-submit"), "--class", MAIN_CLASS]
+    for key, value in config.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    python = config["spark.pyspark.python"]
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": python}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver's other ports (UI, RPC) too
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    env.pop("SPARK_REMOTE", None)
+    out_path = state_dir / _OUT_NAME
+    # A file, not a pipe (nobody drains a pipe after start); its own session, so a signal to
+    # the group reaches spark-submit's JVM and its Python workers and nothing else of ours.
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=state_dir, env=env,
+        )  # fmt: skip
+    info = ServerInfo(
+        url=f"sc://127.0.0.1:{port}", pid=proc.pid, log=str(out_path), session=str(uuid.uuid4())
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise EosError(f"the Spark Connect server exited at start: {_failure(out_path)}")
+        if _listening(port):
+            return info
+        time.sleep(0.2)
+    stop_server(info, timeout=10.0)
+    raise EosError(f"the Spark Connect server did not listen within {timeout:g}s: see {out_path}")
+
+
+def stop_server(info: ServerInfo, timeout: float = 30.0) -> None:
+    """Stop the server with SIGTERM, and with SIGKILL when it is still alive after ``timeout``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(info.pid, sig)
+        if _wait_exit(info.pid, timeout if sig == signal.SIGTERM else 10.0):
+            return
+
+
+def server_status(state_dir: Path) -> ServerInfo | None:
+    """Return the recorded server when its process is alive and listens, else None."""
+    info = _read_state(state_dir)
+    if info is None or not _is_server(info.pid):
+        return None
+    return info if _listening(int(info.url.rsplit(":", 1)[1])) else None
+
+
+def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
+    """Start the server of ``state_dir`` unless it runs already; return it."""
+    running = server_status(state_dir)
+    if running is not None:
+        return running
+    folder = state_dir / "spark"
+    saved = folder / "port"
+    if not port:
+        # The previous port when free: run config written before a restart still points here.
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            previous = int(saved.read_text())
+            port = previous if port_free(previous) else 0
+    info = start_server(folder, master=master, port=port)
+    saved.write_text(info.url.rsplit(":", 1)[1])
+    path = _state_file(state_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(info)))
+    tmp.replace(path)  # atomic: a reader never sees half a file
+    return info
+
+
+def down(state_dir: Path) -> bool:
+    """Stop the server of ``state_dir``; return False when none was running."""
+    info = _read_state(state_dir)
+    if info is None:
+        return False
+    # The pid of a stale record may belong to another program by now: never signal that.
+    running = _is_server(info.pid)
+    if running:
+        stop_server(info)
+    _state_file(state_dir).unlink(missing_ok=True)
+    return running
+
+
+def local_url(state_dir: Path) -> str:
+    """Return the URL runs use for the running local server of ``state_dir``: its address and
+    the shared session (``ServerInfo.run_url``).
+
+    Raises:
+        SparkServerError: no local server runs (one line: start it with `eos-assets spark up`).
+    """
+    info = server_status(state_dir)
+    if info is None:
+        raise SparkServerError(
+            "EOS_SPARK_CONNECT=local but no Spark server runs: start it with "
+            "`eos-assets spark up`, or unset EOS_SPARK_CONNECT for an in-process session"
+        )
+    return info.run_url()
+
+
+def _read_state(state_dir: Path) -> ServerInfo | None:
+    try:
+        return ServerInfo(**json.loads(_state_file(state_dir).read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def _state_file(state_dir: Path) -> Path:
+    return Path(state_dir) / "spark" / "server.json"
+
+
+def _failure(out_path: Path) -> str:
+    """The most telling line the server wrote before it exited."""
+    lines = out_path.read_text(errors="replace").splitlines() if out_path.exists() else []
+    errors = [line.strip() for line in lines if "ERROR" in line or "Exception" in line]
+    useful = errors or [line.strip() for line in lines if line.strip()] or ["(no output)"]
+    return useful[-1][:500]
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
+        return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        # Our own child (started by `up` in this process): alive until it can be collected.
+        # Its /proc state says Z as soon as the JVM's main thread ends, before its other
+        # threads have: only waitpid tells when the whole process has exited.
+        return os.waitpid(pid, os.WNOHANG)[0] != pid
+    except ChildProcessError:
+        pass
+    with contextlib.suppress(OSError):
+        # A zombie has exited already; only its parent has not collected it yet.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _is_server(pid: int) -> bool:
+    if not _alive(pid):
+        return False
+    try:
+        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return sys.platform != "linux"  # no procfs (macOS): trust the live pid
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True

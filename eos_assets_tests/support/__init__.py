@@ -1,0 +1,1 @@
+"""Helpers the tests share: data, oracles, graph runners, subprocess entry points."""
