@@ -107,14 +107,16 @@ class Generator(Protocol):
 def plan_with(
     rng: random.Random,
     state: G,
-    next_record: Callable[[random.Random, G, list[Record], Mix], Record],
+    next_record: Callable[[random.Random, G, str, Mix], Record],
     count: int,
     transaction_size: int,
     mix: Mix,
 ) -> Iterator[TransactionPlan]:
-    """Transactions of ``next_record``'s records, aborted ones taken back from ``state``.
+    """Transactions of records drawn by ``mix``, aborted ones taken back from ``state``.
 
-    A committed valid or late record joins the pool that later duplicates repeat.
+    Each record is malformed, a duplicate, late or valid as ``mix`` draws it; a duplicate
+    repeats a committed valid or late record, the others are ``next_record``'s record of that
+    kind ("malformed", "late" or "valid").
     """
     pool: list[Record] = []
     sent = index = 0
@@ -122,7 +124,7 @@ def plan_with(
         abort = rng.random() < mix.abort_ratio
         saved = state.save()
         size = min(transaction_size, count - sent)
-        records = [next_record(rng, state, pool, mix) for _ in range(size)]
+        records = [_draw(rng, state, next_record, pool, mix) for _ in range(size)]
         yield TransactionPlan(index, records, abort)
         if abort:
             state.restore(saved)
@@ -135,6 +137,28 @@ def plan_with(
                         pool[rng.randrange(_POOL_KEPT)] = record
         sent += size
         index += 1
+
+
+def _draw(
+    rng: random.Random,
+    state: G,
+    next_record: Callable[[random.Random, G, str, Mix], Record],
+    pool: list[Record],
+    mix: Mix,
+) -> Record:
+    r = rng.random()
+    if r < mix.malformed_ratio:
+        return next_record(rng, state, "malformed", mix)
+    r -= mix.malformed_ratio
+    if r < mix.duplicate_ratio and pool:
+        return dataclasses.replace(rng.choice(pool), kind="duplicate")
+    late = mix.duplicate_ratio <= r < mix.duplicate_ratio + mix.late_ratio
+    return next_record(rng, state, "late" if late else "valid", mix)
+
+
+def encode(payload: object) -> bytes:
+    """A record value: ``payload`` as compact JSON."""
+    return json.dumps(payload, separators=(",", ":")).encode()
 
 
 def format_event_time(moment: datetime) -> str:
@@ -209,25 +233,16 @@ def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -
     }
 
 
-def _encode(payload: object) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()
-
-
-def _next_record(rng: random.Random, orders: _Orders, pool: list[Record], mix: Mix) -> Record:
-    r = rng.random()
-    if r < mix.malformed_ratio:
+def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Record:
+    if kind == "malformed":
         return _malformed(rng, orders)
-    r -= mix.malformed_ratio
-    if r < mix.duplicate_ratio and pool:
-        return dataclasses.replace(rng.choice(pool), kind="duplicate")
-    late = mix.duplicate_ratio <= r < mix.duplicate_ratio + mix.late_ratio
     order, event_type = orders.next_event()
-    at = orders.now - mix.late_by if late else orders.now
+    at = orders.now - mix.late_by if kind == "late" else orders.now
     payload = _payload(rng, order, event_type, at)
     return Record(
         key=order.order_id,
-        value=_encode(payload),
-        kind="late" if late else "valid",
+        value=encode(payload),
+        kind=kind,
         event_id=payload["event_id"],
         event_type=event_type,
     )
@@ -238,7 +253,7 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
     code = rng.choice(CODES)
     order = orders.new_order()  # outside the lifecycle: a broken event changes no order
     payload = _payload(rng, order, rng.choice(EVENT_TYPES), orders.now)
-    good = _encode(payload)
+    good = encode(payload)
     value: bytes | None
     if code == Malformed.NULL_VALUE:
         value = None
@@ -247,7 +262,7 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
     elif code == Malformed.INVALID_JSON:
         value = good[: len(good) // 2]
     elif code == Malformed.NOT_AN_OBJECT:
-        value = _encode([payload])
+        value = encode([payload])
     else:
         if code == Malformed.MISSING_EVENT_ID:
             if rng.random() < 0.5:
@@ -260,9 +275,9 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
             payload["event_time"] = rng.choice(("2026-13-45T25:61:00Z", "not a time"))
         else:
             payload["amount"] = str(payload["amount"])  # "12.5": a number in a string
-        value = _encode(payload)
+        value = encode(payload)
     # The manifest names the event id and type only where the value still carries them.
-    as_object = value == _encode(payload) if value is not None else False
+    as_object = value == encode(payload) if value is not None else False
     return Record(
         key=order.order_id,
         value=value,

@@ -15,14 +15,20 @@ mix and ``disorder`` give the same records byte for byte.
 
 import dataclasses
 import heapq
-import json
 import random
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from eos_assets.devkit.events import Mix, Record, TransactionPlan, format_event_time, plan_with
+from eos_assets.devkit.events import (
+    Mix,
+    Record,
+    TransactionPlan,
+    encode,
+    format_event_time,
+    plan_with,
+)
 from eos_assets.lib.contract.contract import Malformed
 
 INVALID_PAGE = "invalid_page"
@@ -206,7 +212,7 @@ def _record(
     payload = _payload(rng, session, at, duration)
     return Record(
         key=session.session_id,
-        value=_encode(payload),
+        value=encode(payload),
         kind=kind,
         event_id=payload["view_id"],
         event_type=None,
@@ -242,18 +248,10 @@ def _millis(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def _encode(payload: object) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()
-
-
-def _next_record(rng: random.Random, site: _Site, pool: list[Record], mix: Mix) -> Record:
-    r = rng.random()
-    if r < mix.malformed_ratio:
+def _next_record(rng: random.Random, site: _Site, kind: str, mix: Mix) -> Record:
+    if kind == "malformed":
         return _malformed(rng, site)
-    r -= mix.malformed_ratio
-    if r < mix.duplicate_ratio and pool:
-        return dataclasses.replace(rng.choice(pool), kind="duplicate")
-    if mix.duplicate_ratio <= r < mix.duplicate_ratio + mix.late_ratio:
+    if kind == "late":
         # A visitor whose view reaches us late_by after it happened (an app that was offline):
         # a session of its own, so the other sessions' views stay in order.
         session = site.new_session(planned=1)
@@ -272,7 +270,7 @@ def _malformed(rng: random.Random, site: _Site) -> Record:
     payload = _payload(rng, session, site.now, None)
     value: bytes
     if code == Malformed.INVALID_JSON:
-        good = _encode(payload)
+        good = encode(payload)
         value = good[: len(good) // 2]
     else:
         if code == Malformed.MISSING_EVENT_ID:
@@ -287,7 +285,7 @@ def _malformed(rng: random.Random, site: _Site) -> Record:
             del payload["page"]
         else:
             payload["page"] = None
-        value = _encode(payload)
+        value = encode(payload)
     parsed = code != Malformed.INVALID_JSON
     return Record(
         key=session.session_id,
