@@ -12,7 +12,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets.lib.derived.windows import EPOCH
 

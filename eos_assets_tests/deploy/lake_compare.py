@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 
 Row = tuple[Any, ...]
 # Written at mirror time or naming the lake: they differ between two runs by construction.

@@ -12,7 +12,6 @@ function takes and returns only plain, picklable values.
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
 import functools
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import date, datetime
@@ -24,8 +23,8 @@ import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame
 
+from eos_assets.lib.delta.delta_io import add_action, as_uri, data_schema
 from eos_assets.lib.delta.delta_stats import file_stats
-from eos_assets.lib.delta.delta_tables import as_uri, data_schema
 
 _FILE_SCHEMA = "path string, size long, stats string, part string, records long"
 
@@ -59,15 +58,12 @@ def write_files(
         keys=keys,
     )
     written = frame.mapInArrow(task, _FILE_SCHEMA).collect()
-    now = int(time.time() * 1000)
     return [
-        AddAction(
+        add_action(
             row["path"],
             row["size"],
-            {partition_by: row["part"]} if partition_by is not None else {},
-            now,
-            True,
             row["stats"],
+            {partition_by: row["part"]} if partition_by is not None else None,
         )
         for row in written
     ]

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.delta import delta_tables, txn_ids
+from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import incremental, increments
 from eos_assets.lib.derived.silver_events import stored_schema
 
@@ -119,10 +119,10 @@ def update_entity_state(
     Raises:
         EosError: silver/events was rewritten or its log is gone, or commits kept conflicting.
     """
-    delta_tables.ensure(
+    delta_io.ensure_table(
         state_uri,
         spec.schema,
-        configuration=delta_tables.merged_table_config(),
+        configuration=delta_io.merged_table_config(),
         storage_options=storage_options,
     )
     table = incremental.Derived("silver/entity_state", state_uri, events_uri, APP, storage_options)
@@ -139,7 +139,7 @@ def _step(
     events = increments.read_files(
         spark,
         attempt.increment.files,
-        delta_tables.spark_schema(stored_schema(attempt.upstream)),
+        delta_io.spark_schema(stored_schema(attempt.upstream)),
         "silver_version",
     ).where(F.col(spec.key).isNotNull())
     batch = entity_states(events, spec).cache()
@@ -158,15 +158,15 @@ def _step(
                 f"{spec.key} >= {_literal(bounds['low'])} AND "
                 f"{spec.key} <= {_literal(bounds['high'])}"
             )
-            files = delta_tables.data_files(attempt.target, predicate)
-            current = delta_tables.read_spark(spark, [f.uri for f in files], spec.schema)
+            files = delta_io.data_files(attempt.target, predicate)
+            current = delta_io.read_spark(spark, [f.uri for f in files], spec.schema)
             rows = combine(current, batch.drop("_events"), spec).toArrow()
     finally:
         batch.unpersist()
     outcome.seconds["compute"] = time.monotonic() - attempt.started
     faults.crash_point(BEFORE_MERGE)
     began = time.monotonic()
-    metrics = delta_tables.upsert(
+    metrics = delta_io.upsert(
         attempt.target,
         rows,
         keys=[spec.key],

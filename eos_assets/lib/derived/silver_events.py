@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
-from eos_assets.lib.delta import delta_tables, file_writer, txn_ids
+from eos_assets.lib.delta import delta_io, file_writer, txn_ids
 from eos_assets.lib.derived import incremental, increments
 
 UPSTREAM = "bronze/raw_events"
@@ -73,7 +73,7 @@ def events_schema(contract: Contract) -> pa.Schema:
 def stored_schema(events: DeltaTable) -> pa.Schema:
     """The columns in the data files of a ``silver/events`` snapshot: its stream's
     ``events_schema`` but the partition column, read from the table itself."""
-    return delta_tables.data_schema(pa.schema(events.schema().to_arrow()), PARTITION_BY)  # type: ignore[arg-type]
+    return delta_io.data_schema(pa.schema(events.schema().to_arrow()), PARTITION_BY)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -108,7 +108,7 @@ def update_events(
         EosError: bronze was rewritten or its log is gone, or the commit kept losing races.
     """
     schema = events_schema(contract)
-    delta_tables.ensure(silver_uri, schema, PARTITION_BY, storage_options=storage_options)
+    delta_io.ensure_table(silver_uri, schema, storage_options, partition_by=PARTITION_BY)
     table = incremental.Derived("silver/events", silver_uri, bronze_uri, APP, storage_options)
     return incremental.run(table, EventsOutcome, lambda a, o: _step(spark, contract, a, o))
 
@@ -129,16 +129,16 @@ def _step(
     outcome.malformed = increment.records - valid
     outcome.duplicates_in_batch = valid - firsts
     predicate = existing_files_predicate(spans)
-    existing_files = delta_tables.data_files(attempt.target, predicate) if predicate else []
+    existing_files = delta_io.data_files(attempt.target, predicate) if predicate else []
     outcome.existing_files_read = len(existing_files)
     outcome.existing_rows_read = sum(f.records for f in existing_files)
     bronze = increments.read_files(
         spark,
         increment.files,
-        delta_tables.spark_schema(bronze_schema(contract)),
+        delta_io.spark_schema(bronze_schema(contract)),
         "bronze_version",
     )
-    existing = delta_tables.read_spark(spark, [f.uri for f in existing_files], schema, PARTITION_BY)
+    existing = delta_io.read_spark(spark, [f.uri for f in existing_files], schema, PARTITION_BY)
     new = first_of(ranked_deliveries(bronze, schema)).join(
         existing.select("event_id"), "event_id", "left_anti"
     )
@@ -159,7 +159,15 @@ def _step(
     outcome.seconds["write"] = time.monotonic() - began
     faults.crash_point(AFTER_FILES)
     metadata = attempt.metadata("silver_events", **{"eos.inserted": outcome.inserted})
-    delta_tables.commit_adds(attempt.target, actions, schema, PARTITION_BY, attempt.txns, metadata)
+    delta_io.commit_files(
+        attempt.target,
+        actions,
+        schema,
+        attempt.txns,
+        metadata,
+        partition_by=PARTITION_BY,
+        text_values=True,
+    )
     faults.crash_point(AFTER_COMMIT)
 
 
@@ -168,7 +176,7 @@ def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list
     times, over the bronze ``files`` of one increment."""
     pieces = []
     for f in files:
-        fs, path = pafs.FileSystem.from_uri(delta_tables.as_uri(f.uri))
+        fs, path = pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))
         piece = pq.read_table(path, filesystem=fs, columns=["event_id", "event_time", "error"])
         pieces.append(piece.filter(pc.is_null(piece.column("error"))))
     if not pieces:

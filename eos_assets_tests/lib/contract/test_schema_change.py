@@ -19,7 +19,7 @@ from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib.contract.contract import Malformed, error_code
 from eos_assets.lib.delta import delta_io
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.silver_events import events_schema, update_events
 from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets.resources.lake import LakeResource

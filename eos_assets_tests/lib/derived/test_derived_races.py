@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema import to_bronze_table
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived import entity_state, silver_events
 from eos_assets_tests.support.graph import ORDERS_ENTITY
 

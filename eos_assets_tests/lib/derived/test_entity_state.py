@@ -9,13 +9,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.entity_state import EntitySpec, Fold, combine, entity_states
 from eos_assets.lib.derived.silver_events import PARTITION_BY, events_schema
 from eos_assets_tests.support.graph import ORDER_STATE_SCHEMA, ORDERS_ENTITY
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-STORED = delta_tables.data_schema(events_schema(ORDERS.contract), PARTITION_BY)
+STORED = delta_io.data_schema(events_schema(ORDERS.contract), PARTITION_BY)
 
 
 def _event(n: int, kind: str, order: str, seconds: int, offset: int, amount: float) -> dict:
@@ -47,7 +47,7 @@ EVENTS = [
 
 
 def _frame(spark: SparkSession, events: list[dict]) -> DataFrame:
-    schema = delta_tables.spark_schema(STORED).add("silver_version", "long")
+    schema = delta_io.spark_schema(STORED).add("silver_version", "long")
     return spark.createDataFrame([tuple(e[f.name] for f in schema) for e in events], schema)
 
 

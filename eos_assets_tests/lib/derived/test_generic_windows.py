@@ -28,7 +28,7 @@ from eos_assets.lib.contract.stream_shape import (
     PayloadField,
     WindowShape,
 )
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived import windows
 from eos_assets.lib.derived.silver_events import events_schema, update_events
 from eos_assets.lib.derived.window_aggregates import late_schema, update_windows, window_schema

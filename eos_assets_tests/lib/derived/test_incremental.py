@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental
 from eos_assets.lib.errors import EosError
 
@@ -28,7 +28,7 @@ class Outcome:
 def table(tmp_path: Path) -> incremental.Derived:
     upstream, target = str(tmp_path / "upstream"), str(tmp_path / "target")
     write_deltalake(upstream, ROWS)
-    delta_tables.ensure(target, ROWS.schema)
+    delta_io.ensure_table(target, ROWS.schema)
     return incremental.Derived("test/target", target, upstream, APP)
 
 
@@ -38,8 +38,8 @@ def _commit(attempt: incremental.Attempt, outcome: Outcome) -> None:
         attempt.target,
         ROWS,
         mode="append",
-        commit_properties=delta_tables.commit_properties(
-            attempt.txns, attempt.metadata("test", rows=ROWS.num_rows)
+        commit_properties=delta_io.commit_properties(
+            attempt.txns, attempt.metadata("test", rows=ROWS.num_rows), text_values=True
         ),
     )
 
