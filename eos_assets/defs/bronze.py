@@ -68,6 +68,7 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
             group_id=kafka.consumer_group,
             accept_data_loss=config.accept_data_loss,
             start=stream.start,
+            asset=stream.raw_events.to_user_string(),
         )
         try:
             client_config = kafka.client_config()
@@ -86,6 +87,12 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         if outcome.version is None:
             context.log.info("nothing new to ingest")
         lost = [r.as_dict() for r in outcome.lost]
+        skipped = [r.as_dict() for r in outcome.skipped]
+        if skipped:
+            context.log.info(
+                f"started at the declared start {stream.start!r}: passed over "
+                f"{outcome.skipped_offsets} retained offsets: {skipped}"
+            )
         if lost:
             context.log.warning(
                 f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
@@ -97,6 +104,8 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
                 "malformed": outcome.malformed,
                 "lost_offsets": outcome.lost_offsets,
                 "lost_ranges": dg.MetadataValue.json(lost),
+                "skipped_offsets": outcome.skipped_offsets,
+                "skipped_ranges": dg.MetadataValue.json(skipped),
                 "delta_version": outcome.version,
                 "ranges": dg.MetadataValue.json(outcome.ranges()),
                 "lag_at_plan": dg.MetadataValue.json(lag),

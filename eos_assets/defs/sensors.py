@@ -21,7 +21,7 @@ from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_sele
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import TopicMissingError
-from eos_assets.lib.ingest.ranges import ACCEPT_LOSS, loss_summary
+from eos_assets.lib.ingest.ranges import accept_loss, loss_summary
 from eos_assets.lib.kafka.burrow import Decision, LagHistory, Sample, decide, run_key, worst
 from eos_assets.lib.kafka.lag import PartitionLag, measure_lag, pin_reason, with_ages
 from eos_assets.resources.kafka import KafkaResource
@@ -197,7 +197,8 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
         if lost:
             # An ingest would stop at the loss: launching one per tick would only fail runs.
             reason = (
-                f"{loss_summary(lost)}; no ingest is launched until it is accepted: {ACCEPT_LOSS}"
+                f"{loss_summary(lost)}; no ingest is launched until it is accepted: "
+                f"{accept_loss(stream.raw_events.to_user_string())}"
             )
             return dg.SensorResult(
                 skip_reason=dg.SkipReason(reason),

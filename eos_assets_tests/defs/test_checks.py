@@ -27,6 +27,7 @@ from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.bronze_runs import evaluate
 from eos_assets_tests.support.orders import RAW_EVENTS, raw_events
 from eos_assets_tests.support.records import batch
 from eos_assets_tests.support.txn_producer import Sent, send_transaction
@@ -88,13 +89,6 @@ def broken(bronze: Bronze, tmp_path: Path) -> Bronze:
 
 def contiguity(b: Bronze) -> dg.AssetCheckResult:
     return evaluate(checks.offsets_contiguous, lake=b.lake())
-
-
-def evaluate(check: dg.AssetChecksDefinition, **resources: object) -> dg.AssetCheckResult:
-    """Run one asset check directly with real resources."""
-    result = check(**resources)
-    assert isinstance(result, dg.AssetCheckResult)
-    return result
 
 
 def meta(result: dg.AssetCheckResult) -> dict:

@@ -21,9 +21,9 @@ from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta import delta_io
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests.defs.test_checks import evaluate
 from eos_assets_tests.support import graph
 from eos_assets_tests.support import orders as derived_checks
+from eos_assets_tests.support.bronze_runs import evaluate
 from eos_assets_tests.support.orders import EVENTS, WINDOW_AGGREGATES, events, window_aggregates
 
 WINDOWS_OP = WINDOW_AGGREGATES.to_python_identifier()

@@ -36,13 +36,18 @@ from eos_assets_tests.faults.harness import (
 )
 from eos_assets_tests.faults.oracle import bronze_keys
 from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.bronze_runs import (
+    evaluations,
+    ingest_history,
+    materialized,
+    meta,
+)
 from eos_assets_tests.support.lag_ticker import Ticker, skip_reason
 from eos_assets_tests.support.orders import raw_events
 from eos_assets_tests.support.records import batch, committed_truth, rows
 from eos_assets_tests.support.txn_producer import Sent, send_transaction
 
 ACCEPT = {"ops": {"orders__bronze__raw_events": {"config": {"accept_data_loss": True}}}}
-NODE = "orders__bronze__raw_events"
 
 
 def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
@@ -88,23 +93,6 @@ def failure(result: dg.ExecuteInProcessResult) -> str:
     return data.user_failure_data.description or ""
 
 
-def materialized(result: dg.ExecuteInProcessResult) -> dict:
-    (mat,) = result.asset_materializations_for_node(NODE)
-    return {k: v.value for k, v in mat.metadata.items()}
-
-
-def evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
-    return {e.check_name: e for e in result.get_asset_check_evaluations()}
-
-
-def meta(evaluation: dg.AssetCheckEvaluation) -> dict:
-    return {k: v.value for k, v in evaluation.metadata.items()}
-
-
-def ingest_history(uri: str) -> list[dict]:
-    return [h for h in reversed(DeltaTable(uri).history()) if h.get("eos.operation") == "ingest"]
-
-
 def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     spark: SparkSession,
     kafka_bootstrap: str,
@@ -134,7 +122,10 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     line = failure(stopped)
     assert one_line(line), line
     assert f"{topic}[0] offsets [{position}, {cut})" in line, line
-    assert "accept_data_loss: true" in line and "nothing was committed" in line, line
+    assert (
+        "materialize orders/bronze/raw_events once with run config accept_data_loss: true" in line
+    )
+    assert "nothing was committed" in line, line
     assert (DeltaTable(table).version(), bronze_keys(table)) == before
     with pytest.raises(DataLossError, match=rf"\[{position}, {cut}\)"):
         ingest_bronze(
@@ -144,7 +135,7 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     lake = LakeResource(root=lake_root)
     tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
     assert f"Kafka deleted {topic}[0] offsets [{position}, {cut})" in skip_reason(tick)
-    assert "accept_data_loss: true" in skip_reason(tick)
+    assert "materialize orders/bronze/raw_events once with" in skip_reason(tick)
     # The audit sees the loss nobody accepted yet, and fails on it.
     audit = checks.matches_kafka_log(
         lake=LakeResource(root=lake_root),

@@ -24,8 +24,8 @@ from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import Settings
-from eos_assets_tests.faults.test_data_loss import evaluations, ingest_history, materialized, meta
 from eos_assets_tests.support import orders as checks
+from eos_assets_tests.support.bronze_runs import evaluations, ingest_history, materialized, meta
 from eos_assets_tests.support.lag_ticker import definitions, observed, skip_reason
 from eos_assets_tests.support.records import batch, committed_truth, event, rows
 from eos_assets_tests.support.txn_producer import send_transaction
@@ -117,7 +117,7 @@ def test_latest_passes_over_the_old_records_records_them_and_pins_every_partitio
 
     first = materialize(stream, kafka_bootstrap, topic, lake_root)
     m = materialized(first)
-    assert (m["records"], m["delta_version"]) == (0, 1)
+    assert (m["records"], m["delta_version"], m["skipped_offsets"]) == (0, 1, 22)
     assert not DeltaTable(table).file_uris()
     skipped = [
         {**r, "reason": "declared start", "declared": "latest"}
@@ -128,6 +128,9 @@ def test_latest_passes_over_the_old_records_records_them_and_pins_every_partitio
     ]
     (commit,) = ingest_history(table)
     assert commit["eos.skipped"] == skipped and commit["eos.ranges"] == []
+    assert m["skipped_ranges"] == [
+        {k: r[k] for k in ("topic", "partition", "start", "end")} for r in skipped
+    ]
     dt = DeltaTable(table)
     assert [dt.transaction_version(f"eos:{topic}:{p}") for p in range(3)] == [11, 11, 0]
     contiguity, audit = checks_pass(first)

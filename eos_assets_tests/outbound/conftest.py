@@ -18,12 +18,13 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets_tests.faults.harness import REPO, STARTED, Ledger, Run, fault_env, finish
 from eos_assets_tests.faults.harness import stop_stragglers as stop_stragglers
 from eos_assets_tests.outbound.endpoint import Endpoint
 from eos_assets_tests.support import graph
+from eos_assets_tests.support.agg_out import STATE
 from eos_assets_tests.support.orders import (
     KPI_WINDOW,
     WINDOW_AGGREGATES,
@@ -35,7 +36,6 @@ from eos_assets_tests.support.orders import (
 
 RUNNER = "eos_assets_tests.outbound.run_once"
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-STATE = ("window_start", "event_type", "currency", "revision", "is_final")
 
 
 @dataclass(frozen=True)

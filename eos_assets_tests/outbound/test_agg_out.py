@@ -1,11 +1,8 @@
 """Window revisions reach ``agg-out`` exactly once for read_committed readers, whatever kills
 the publisher and wherever: each (window, revision, is_final) the table ever held, once."""
 
-import json
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,41 +13,13 @@ from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.outbound import outbound_publish
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import (
-    STATE,
     GoldLakes,
     history,
     open_records,
     run_outbound,
     windows_uri,
 )
-
-
-def published(read_committed: Callable, topic: str) -> list[dict[str, Any]]:
-    """Every record of ``topic`` a read_committed consumer sees, value parsed, with offsets."""
-    return [
-        {**json.loads(v), "_partition": p, "_offset": o} for p, o, _, v in read_committed(topic)
-    ]
-
-
-def state(record: dict[str, Any]) -> tuple:
-    """The (window, revision, is_final) a record carries, comparable with ``history``."""
-    values = {k: record[k] for k in STATE}
-    values["window_start"] = datetime.fromisoformat(values["window_start"])
-    return tuple(values[k] for k in STATE)
-
-
-def score(records: list[dict[str, Any]], want: dict[tuple, int]) -> tuple[int, int, int]:
-    """(published twice, skipped, invented) against the table's history."""
-    counts = Counter(state(r) for r in records)
-    doubled = sum(n - 1 for n in counts.values() if n > 1)
-    skipped = len(want.keys() - counts.keys())
-    invented = len(counts.keys() - want.keys())
-    return doubled, skipped, invented
-
-
-def publish_args(table: str, bootstrap: str, topic: str, max_records: int = 5) -> list[str]:
-    args = ["publish", "--table", table, "--bootstrap", bootstrap, "--topic", topic]
-    return [*args, "--max-records", str(max_records)]
+from eos_assets_tests.support.agg_out import publish_args, published, score, state
 
 
 @pytest.mark.parametrize("point", outbound_publish.CRASH_POINTS)

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets.lib.outbound import outbound_position, outbound_publish
 from eos_assets_tests.faults.harness import Ledger, finish, wait_for_files
@@ -26,7 +26,7 @@ from eos_assets_tests.outbound.conftest import (
     run_outbound,
     windows_uri,
 )
-from eos_assets_tests.outbound.test_agg_out import publish_args, published, score
+from eos_assets_tests.support.agg_out import publish_args, published, score
 
 # Zombies' transactions outlive any test (the broker's limit is 15 min): only fencing ends them.
 ZOMBIE_TIMEOUT_MS = 600_000

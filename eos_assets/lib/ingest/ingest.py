@@ -29,9 +29,9 @@ from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.txn_ids import partition_app
 from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.ingest.ranges import (
-    ACCEPT_LOSS,
     OffsetRange,
     PartitionPlan,
+    accept_loss,
     loss_summary,
     lost_ranges,
     merged_ends,
@@ -69,6 +69,7 @@ class IngestOptions:
             (``lib.starts``). The first commit of such a partition records the offsets passed
             over (``eos.skipped``) and pins its position; a partition read before continues
             from its position whatever this says.
+        asset: the bronze asset as the user knows it (its key), for the one-line errors.
     """
 
     max_records: int | None = None
@@ -77,6 +78,7 @@ class IngestOptions:
     min_split: int = 50_000
     accept_data_loss: bool = False
     start: str = EARLIEST
+    asset: str = "the bronze asset"
 
 
 @dataclass
@@ -200,7 +202,7 @@ def ingest_bronze(
         ranges = plan_ranges(plans, options.max_records)
         lost = lost_ranges(plans)
         if lost and not options.accept_data_loss:
-            raise DataLossError(_loss_message(lost))
+            raise DataLossError(_loss_message(lost, options.asset))
         skipped = skipped_ranges(plans)
         # A declared start is decided once: its first commit pins where it stands.
         pins = [r for p in plans if (r := p.first_read)] if options.start != EARLIEST else []
@@ -264,10 +266,10 @@ def ingest_bronze(
     )
 
 
-def _loss_message(lost: Sequence[OffsetRange]) -> str:
+def _loss_message(lost: Sequence[OffsetRange], asset: str) -> str:
     return (
         f"{loss_summary(lost)}; nothing was committed: to skip them for good and go on, "
-        f"{ACCEPT_LOSS}"
+        f"{accept_loss(asset)}"
     )
 
 

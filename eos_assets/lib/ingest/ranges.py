@@ -136,8 +136,9 @@ def skipped_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
     return [r for p in plans if (r := p.first_read) is not None and r.size > 0]
 
 
-# How a user accepts offsets Kafka deleted before they were ingested.
-ACCEPT_LOSS = "materialize bronze/raw_events once with run config accept_data_loss: true"
+def accept_loss(asset: str) -> str:
+    """How a user accepts offsets Kafka deleted before they were ingested into ``asset``."""
+    return f"materialize {asset} once with run config accept_data_loss: true"
 
 
 def loss_summary(lost: Sequence[OffsetRange]) -> str:
