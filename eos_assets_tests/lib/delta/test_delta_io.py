@@ -11,10 +11,12 @@ from deltalake.transaction import AddAction
 
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.delta_stats import file_stats
+from eos_assets.lib.delta.txn_ids import upstream_app
 from eos_assets.lib.errors import EosError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.string())])
-APP = "eos:upstream:test/upstream"
+APP = upstream_app("test/upstream")
+OTHER = upstream_app("test/other")
 
 
 def _write_file(uri: str, day: str, rows: pa.Table) -> AddAction:
@@ -58,7 +60,7 @@ def test_commit_files_records_positions_and_partition_values(tmp_path: Path) -> 
     actions = [_write_file(uri, "d1", rows)]
     delta_io.commit_files(dt, actions, SCHEMA, {APP: 7}, {"eos.run_id": "r1"}, partition_by=["day"])
     latest = delta_io.load(uri)
-    assert delta_io.positions(latest, [APP, "eos:other"]) == {APP: 7, "eos:other": None}
+    assert delta_io.positions(latest, [APP, OTHER]) == {APP: 7, OTHER: None}
     assert delta_io.find_commit(uri, "eos.run_id", "r1") == 1
     assert delta_io.read_rows(latest, SCHEMA).sort_by("id").equals(rows)
     assert delta_io.read_arrow(uri, columns=["id"]).column("id").to_pylist() == [1, 2]
