@@ -6,6 +6,7 @@ its own schedule (``audit_bronze_against_kafka``), never inside an ingest run.
 """
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import dagster as dg
 from deltalake import DeltaTable
@@ -37,12 +38,24 @@ def scheduled_checks(stream: Stream) -> list[dg.AssetCheckKey]:
     return [dg.AssetCheckKey(stream.raw_events, name) for name in SCHEDULED]
 
 
-def _result(
+class CheckReport(Protocol):
+    """What a check's logic in ``lib/checks`` reports."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary(self) -> str: ...
+
+    def metadata(self) -> dict[str, object]: ...
+
+
+def check_result(
     passed: bool,
     description: str,
     metadata: Mapping[str, object],
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
 ) -> dg.AssetCheckResult:
+    """A check's result; list and dict metadata values are shown as JSON."""
     values = {
         k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
         for k, v in metadata.items()
@@ -53,6 +66,13 @@ def _result(
         metadata=values,  # type: ignore[arg-type]
         severity=severity,
     )
+
+
+def report_result(
+    report: CheckReport, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
+) -> dg.AssetCheckResult:
+    """The result of a check whose logic reported ``report``."""
+    return check_result(report.ok, report.summary(), report.metadata(), severity)
 
 
 def _guarded(
@@ -69,7 +89,7 @@ def _guarded(
         cause = f"no Delta table at {uri}: materialize {key.to_user_string()} first"
     except EosError as exc:
         cause = str(exc)
-    return _result(False, cause, {"table_uri": uri}, severity)
+    return check_result(False, cause, {"table_uri": uri}, severity)
 
 
 def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
@@ -93,7 +113,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
                 uri, lake.storage_options, ["topic", "partition", "offset"]
             )
             report = check_contiguity(log, offsets)
-            return _result(report.ok, report.summary(), report.metadata())
+            return report_result(report)
 
         return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.ERROR, body)
 
@@ -111,9 +131,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
             limit = read_limits(declared=stream.limits).malformed_max_rate
             report = malformed_rate(log, errors, limit)
-            return _result(
-                report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN
-            )
+            return report_result(report, dg.AssetCheckSeverity.WARN)
 
         return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 
@@ -137,9 +155,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
                 lake.storage_options,
                 start=stream.start,
             )
-            return _result(
-                report.ok, report.summary(), report.metadata(), dg.AssetCheckSeverity.WARN
-            )
+            return report_result(report, dg.AssetCheckSeverity.WARN)
 
         return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 
@@ -169,7 +185,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             severity = (
                 dg.AssetCheckSeverity.ERROR if report.discrepancies else dg.AssetCheckSeverity.WARN
             )
-            return _result(report.ok, report.summary(), report.metadata(), severity)
+            return report_result(report, severity)
 
         return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
 

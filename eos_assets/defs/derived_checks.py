@@ -8,10 +8,10 @@ import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.checks import report_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.reconcile import (
-    Report,
     read_version,
     reconcile_windows,
     silver_columns,
@@ -23,17 +23,6 @@ from eos_assets.resources.lake import LakeResource
 
 EVENT_ID_UNIQUE = "event_id_unique"
 WINDOWS_RECONCILE = "final_windows_match_silver"
-
-
-def report_result(report: Report) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        passed=report.ok,
-        description=report.summary(),
-        metadata={
-            k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v  # type: ignore[misc]
-            for k, v in report.metadata().items()
-        },
-    )
 
 
 def missing(what: str) -> dg.AssetCheckResult:

@@ -12,6 +12,7 @@ from deltalake.exceptions import TableNotFoundError
 from pydantic import Field
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.checks import check_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
 from eos_assets.defs.stream import OUTBOUND, Stream
@@ -125,9 +126,4 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
 
 
 def warn(passed: bool, description: str, metadata: dict) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        passed=passed,
-        description=description,
-        metadata=metadata,
-        severity=dg.AssetCheckSeverity.WARN,
-    )
+    return check_result(passed, description, metadata, dg.AssetCheckSeverity.WARN)
