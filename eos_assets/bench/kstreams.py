@@ -16,12 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from eos_assets.bench.compare import WindowKey
+from eos_assets.bench.peer_latency import read_committed
 from eos_assets.devkit import broker
 from eos_assets.lib.errors import ConfigError, EosError
-from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 from eos_assets.lib.spark import jars
 from eos_assets.lib.spark.java import require_java
 
@@ -224,23 +222,10 @@ def start_live(
 
 def final_counts(client: Mapping[str, str], topic: str) -> dict[WindowKey, int]:
     """The last count of each window on the peer's output topic, read with ``read_committed``."""
-    ends = {p: end for (_, p), (_, end) in partition_bounds(client, [topic]).items()}
-    consumer = Consumer(
-        {**client, "group.id": f"bench-read-{uuid.uuid4().hex[:6]}",
-         "isolation.level": "read_committed", "enable.auto.commit": "false"}
-    )  # fmt: skip
     counts: dict[WindowKey, int] = {}
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
-        pending = {p for p, end in ends.items() if end > 0}
-        while pending:
-            for msg in consumer.consume(10_000, 1.0):
-                key, value = msg.key(), msg.value()
-                if msg.error() is None and key is not None and value is not None:
-                    start_ms, event_type, currency = key.decode().split("|", 2)
-                    counts[(int(start_ms) * 1000, event_type, currency)] = int(value)
-            positions = consumer.position([TopicPartition(topic, p) for p in pending])
-            pending = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
-    finally:
-        consumer.close()
+    for msg in read_committed(client, topic):
+        key, value = msg.key(), msg.value()
+        if key is not None and value is not None:
+            start_ms, event_type, currency = key.decode().split("|", 2)
+            counts[(int(start_ms) * 1000, event_type, currency)] = int(value)
     return counts

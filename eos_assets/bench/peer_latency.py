@@ -22,7 +22,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 from deltalake import DeltaTable
 
 from eos_assets.bench.compare import WindowKey
@@ -92,28 +92,27 @@ def window_key(value: bytes) -> WindowKey | None:
 
 def input_windows(client: Mapping[str, str], topic: str) -> dict[WindowKey, np.ndarray]:
     """Kafka timestamps (s) of the committed events of ``topic``, by window."""
-    ends = {p: end for (_, p), (_, end) in partition_bounds(client, [topic]).items()}
     stamps: dict[WindowKey, list[float]] = {}
-    for msg in _read(client, topic, ends):
+    for msg in read_committed(client, topic):
         key = window_key(msg.value() or b"")
         if key is not None:
             stamps.setdefault(key, []).append(msg.timestamp()[1] / 1000.0)
     return {k: np.array(v) for k, v in stamps.items()}
 
 
-def _read(client: Mapping[str, str], topic: str, ends: Mapping[int, int]) -> list:
+def read_committed(client: Mapping[str, str], topic: str) -> Iterator[Message]:
+    """The committed records of ``topic`` up to its current ends, read with ``read_committed``."""
+    ends = {p: end for (_, p), (_, end) in partition_bounds(client, [topic]).items()}
     consumer = _consumer(client)
-    got = []
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
         pending = {p for p, end in ends.items() if end > 0}
         while pending:
-            got += [m for m in consumer.consume(10_000, 1.0) if m.error() is None]
+            yield from (m for m in consumer.consume(10_000, 1.0) if m.error() is None)
             positions = consumer.position([TopicPartition(topic, p) for p in pending])
             pending = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
     finally:
         consumer.close()
-    return got
 
 
 def _consumer(client: Mapping[str, str]) -> Consumer:
