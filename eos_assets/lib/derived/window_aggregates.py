@@ -14,16 +14,18 @@ and the window size (a size change would mix grains, so it is refused). ``gold/l
 committed first with its own ``txn``; its rows carry their ``silver_version`` so that a re-run
 after a crash between the two commits neither loses nor repeats a late event.
 
-Columns of a window row (``window_schema``): ``window_start``, ``window_end``, the dimensions,
-the measures, then ``revision``, ``is_final``, ``late_events`` (late arrivals so far),
-``watermark`` (when the row was last written), ``silver_version`` (consumed when recomputed).
+Columns of a window row (``window_compute.window_schema``; that module also computes the
+measures in Spark): ``window_start``, ``window_end``, the dimensions, the measures, then
+``late_events`` (late arrivals so far), ``revision``, ``is_final``, ``watermark`` (when the row
+was last written), ``silver_version`` (consumed when recomputed). This module plans each run
+and commits.
 """
 
 # pyright: reportAttributeAccessIssue=false
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,40 +33,29 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.contract.stream_shape import (
-    COUNT,
-    COUNT_DISTINCT,
-    DOUBLE,
-    LONG,
-    MIN,
-    STRING,
-    SUM,
-    Contract,
-    Measure,
-    WindowShape,
-)
-from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.contract.stream_shape import Contract, WindowShape
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.silver_events import (
-    PARTITION_BY,
-    events_schema,
-    merge_ranges,
-    stored_schema,
-    time_ranges_predicate,
+from eos_assets.lib.derived.silver_events import PARTITION_BY, events_schema, merge_ranges
+from eos_assets.lib.derived.window_compute import (
+    WindowStream,
+    fill_dimensions,
+    flag_late,
+    late_schema,
+    recompute,
+    window_schema,
 )
+from eos_assets.lib.derived.window_compute import window_rows as window_rows  # for kpi_window
 from eos_assets.lib.derived.windows import (
     APP,
     MAX_EVENT_TIME_APP,
-    NO_VALUE,
     SIZE_APP,
     WATERMARK_APP,
-    Progress,
     WindowSpec,
     at,
     key_columns,
@@ -77,68 +68,6 @@ from eos_assets.lib.errors import EosError
 AFTER_LATE_EVENTS = "windows_after_late_events"
 AFTER_COMMIT = "windows_after_commit"
 CRASH_POINTS = (AFTER_LATE_EVENTS, AFTER_COMMIT)
-
-
-def measure_type(measure: Measure, contract: Contract) -> pa.DataType:
-    """The column type of a measure: counts are int64, a sum of a long int64 and of a double
-    float64, a min or max has its field's type.
-
-    Raises:
-        EosError: a sum of a field that is not a number.
-    """
-    if measure.agg in (COUNT, COUNT_DISTINCT):
-        return pa.int64()
-    field = contract.field(measure.of or "")
-    if measure.agg == SUM:
-        if field.type not in (LONG, DOUBLE):
-            raise EosError(
-                f"the measure {measure.name} sums {field.name}, a {field.type}: sum a "
-                "long or double field"
-            )
-        return pa.int64() if field.type == LONG else pa.float64()
-    return events_schema(contract).field(field.name).type
-
-
-def window_schema(shape: WindowShape, contract: Contract) -> pa.Schema:
-    """The columns of ``gold/window_aggregates`` for the stream's windows.
-
-    Raises:
-        EosError: a dimension is not a string field (a window's key never holds a null, and
-            only a string has a value, ``""``, that stands for a missing one).
-    """
-    for name in shape.dimensions:
-        kind = contract.field(name).type
-        if kind != STRING:
-            raise EosError(
-                f"the window dimension {name} is a {kind}: group windows by string fields only"
-            )
-    return pa.schema(
-        [
-            ("window_start", UTC_MICROS),
-            ("window_end", UTC_MICROS),
-            *[(name, pa.string()) for name in shape.dimensions],
-            *[(m.name, measure_type(m, contract)) for m in shape.measures],
-            ("late_events", pa.int64()),
-            ("revision", pa.int64()),
-            ("is_final", pa.bool_()),
-            ("watermark", UTC_MICROS),
-            ("silver_version", pa.int64()),
-        ]
-    )
-
-
-def late_schema(contract: Contract) -> pa.Schema:
-    """The columns of ``gold/late_events``: the silver event, and the window it was late for."""
-    events = events_schema(contract)
-    return pa.schema(
-        [
-            *[events.field(n) for n in events.names if n != "event_date"],
-            ("silver_version", pa.int64()),
-            ("window_start", UTC_MICROS),
-            ("window_end", UTC_MICROS),
-            ("watermark", UTC_MICROS),
-        ]
-    )
 
 
 @dataclass
@@ -174,13 +103,13 @@ def update_windows(
         EosError: the window size differs from the table's, silver was rewritten,
             commits kept conflicting, or a dimension is not a string field.
     """
-    delta_tables.ensure(
+    delta_io.ensure_table(
         windows_uri,
         window_schema(shape, contract),
-        configuration=delta_tables.merged_table_config(),
+        configuration=delta_io.merged_table_config(),
         storage_options=storage_options,
     )
-    delta_tables.ensure(late_uri, late_schema(contract), storage_options=storage_options)
+    delta_io.ensure_table(late_uri, late_schema(contract), storage_options=storage_options)
     size_s = int(spec.size.total_seconds())
 
     def check(dt: DeltaTable) -> None:
@@ -200,46 +129,26 @@ def update_windows(
         companions=(late_uri,),
         check=check,
     )
-    stream = _Stream(shape, contract)
+    stream = WindowStream(shape, contract)
     return incremental.run(table, WindowsOutcome, lambda a, o: _step(spark, stream, spec, a, o))
-
-
-@dataclass(frozen=True)
-class _Stream:
-    """What one stream's windows group by and compute, and the columns of its events."""
-
-    shape: WindowShape
-    contract: Contract
-
-    @property
-    def dimensions(self) -> list[str]:
-        return list(self.shape.dimensions)
-
-    @property
-    def schema(self) -> pa.Schema:
-        return window_schema(self.shape, self.contract)
-
-    def key(self, row: Any) -> tuple:
-        """The key of the window of a Spark row: start (``_start``, micros), dimensions."""
-        return (row["_start"], *(row[d] for d in self.shape.dimensions))
 
 
 def _step(
     spark: SparkSession,
-    stream: _Stream,
+    stream: WindowStream,
     spec: WindowSpec,
     attempt: incremental.Attempt,
     outcome: WindowsOutcome,
 ) -> None:
     dt, (late_dt,) = attempt.target, attempt.companions
     late_columns = late_schema(stream.contract)
-    state = delta_tables.txn_versions(dt, [MAX_EVENT_TIME_APP, WATERMARK_APP])
+    state = delta_io.positions(dt, [MAX_EVENT_TIME_APP, WATERMARK_APP])
     increment = attempt.increment
     outcome.silver_versions = attempt.versions
-    stored = delta_tables.data_schema(events_schema(stream.contract), PARTITION_BY)
-    events = _fill_dimensions(
+    stored = delta_io.data_schema(events_schema(stream.contract), PARTITION_BY)
+    events = fill_dimensions(
         increments.read_files(
-            spark, increment.files, delta_tables.spark_schema(stored), "silver_version"
+            spark, increment.files, delta_io.spark_schema(stored), "silver_version"
         ),
         stream.shape,
     )
@@ -250,7 +159,7 @@ def _step(
         .collect()
     }
     moved = progress(state[MAX_EVENT_TIME_APP], state[WATERMARK_APP], maxima, spec.grace_us)
-    flagged = _flag_late(spark, events, moved, spec.size_us).cache()
+    flagged = flag_late(spark, events, moved, spec.size_us).cache()
     try:
         late_rows = flagged.where("late").select(*late_columns.names).toArrow()
         touched = (
@@ -265,7 +174,7 @@ def _step(
     late = {k: n for k, n in late.items() if n}
     outcome.late_events = late_rows.num_rows
     keys = [stream.key(r) for r in touched]
-    recomputed, outcome.silver_rows_read = _recompute(
+    recomputed, outcome.silver_rows_read = recompute(
         spark, stream, attempt.upstream, keys, spec.size_us
     )
     existing = _existing(
@@ -291,7 +200,7 @@ def _step(
     txns = attempt.txns | {SIZE_APP: int(spec.size.total_seconds())}
     if moved.max_event_time is not None and moved.watermark is not None:
         txns |= {MAX_EVENT_TIME_APP: moved.max_event_time, WATERMARK_APP: moved.watermark}
-    delta_tables.upsert(
+    delta_io.upsert(
         dt,
         _to_table(rows, stream.schema),
         list(key_columns(stream.shape)),
@@ -304,113 +213,9 @@ def _step(
     outcome.seconds["commit"] = time.monotonic() - began
 
 
-def _flag_late(spark: SparkSession, events: DataFrame, moved: Progress, size_us: int) -> DataFrame:
-    """``events`` with their window (``_start`` in micros) and ``late``."""
-    marks = spark.createDataFrame(
-        [(v, w) for v, w in moved.before.items()], "bronze_version long, _before long"
-    )
-    start = F.col("_us") - F.pmod(F.col("_us"), F.lit(size_us))
-    return (
-        events.join(F.broadcast(marks), "bronze_version", "left")
-        .withColumn("_us", F.unix_micros("event_time"))
-        .withColumn("_start", start)
-        .withColumn(
-            "late",
-            F.coalesce(F.col("_start") + F.lit(size_us) <= F.col("_before"), F.lit(False)),
-        )
-        .withColumn("window_start", F.timestamp_micros("_start"))
-        .withColumn("window_end", F.timestamp_micros(F.col("_start") + F.lit(size_us)))
-        .withColumn("watermark", F.timestamp_micros("_before"))
-    )
-
-
-def window_rows(
-    spark: SparkSession, upstream: DeltaTable, starts: Iterable[int], size_us: int
-) -> tuple[DataFrame, int]:
-    """Silver rows (of snapshot ``upstream``) whose window starts at one of ``starts``.
-
-    The columns are those the snapshot's files hold (``silver_events.stored_schema``). Only
-    files whose date and event-time statistics overlap those windows are read. Returns the rows
-    with ``_start`` (window start, micros) and the row count of the files read.
-    """
-    wanted = sorted(set(starts))
-    predicate = time_ranges_predicate(merge_ranges([(at(s), at(s + size_us)) for s in wanted]))
-    files = delta_tables.data_files(upstream, predicate) if predicate else []
-    rows = delta_tables.read_spark(spark, [f.uri for f in files], stored_schema(upstream))
-    keep = spark.createDataFrame([(s,) for s in wanted], "_start long")
-    us = F.unix_micros("event_time")
-    framed = rows.withColumn("_start", us - F.pmod(us, F.lit(size_us)))
-    return framed.join(F.broadcast(keep), "_start"), sum(f.records for f in files)
-
-
-def _recompute(
-    spark: SparkSession, stream: _Stream, upstream: DeltaTable, keys: list[tuple], size_us: int
-) -> tuple[dict[tuple, dict[str, Any]], int]:
-    if not keys:
-        return {}, 0
-    rows, read = window_rows(spark, upstream, [k[0] for k in keys], size_us)
-    group = ["_start", *stream.dimensions]
-    wanted = spark.createDataFrame(
-        keys,
-        StructType(
-            [
-                StructField("_start", LongType()),
-                *[StructField(d, StringType()) for d in stream.dimensions],
-            ]
-        ),
-    )
-    measures = stream.shape.measures
-    aggregates = (
-        _fill_dimensions(rows, stream.shape)
-        .join(F.broadcast(wanted), group)
-        .groupBy(*group)
-        .agg(*[_aggregate(m, stream.contract).alias(m.name) for m in measures])
-        .collect()
-    )
-    fresh = {
-        stream.key(r): {m.name: _value(r[m.name], m, stream.contract) for m in measures}
-        for r in aggregates
-    }
-    return fresh, read
-
-
-def _fill_dimensions(frame: DataFrame, shape: WindowShape) -> DataFrame:
-    """``frame`` with a missing dimension value as ``NO_VALUE``: a window key is never null."""
-    for name in shape.dimensions:
-        frame = frame.withColumn(name, F.coalesce(F.col(name), F.lit(NO_VALUE)))
-    return frame
-
-
-def _aggregate(measure: Measure, contract: Contract) -> Column:
-    """The Spark aggregate of ``measure``; a timestamp min or max in microseconds."""
-    if measure.agg == COUNT:
-        return F.count(F.lit(1))
-    of = F.col(measure.of or "")
-    if measure.agg == COUNT_DISTINCT:
-        return F.count_distinct(of)
-    kind = measure_type(measure, contract)
-    if measure.agg == SUM:
-        spark_type = "bigint" if kind == pa.int64() else "double"
-        return F.coalesce(F.sum(of), F.lit(0)).cast(spark_type)
-    extreme = F.min(of) if measure.agg == MIN else F.max(of)
-    return F.unix_micros(extreme) if kind == UTC_MICROS else extreme
-
-
-def _value(value: Any, measure: Measure, contract: Contract) -> Any:
-    """A collected aggregate as the window row holds it (times in microseconds)."""
-    if value is None:
-        return None
-    kind = measure_type(measure, contract)
-    if kind == pa.int64() or kind == UTC_MICROS:
-        return int(value)
-    if kind == pa.float64():
-        return float(value)
-    return value
-
-
 def _existing(
     dt: DeltaTable,
-    stream: _Stream,
+    stream: WindowStream,
     recomputed: Mapping[tuple, Any],
     watermark_before: int | None,
     watermark_after: int | None,
@@ -433,7 +238,7 @@ def _existing(
     )
     rows = []
     key_names = key_columns(stream.shape)
-    for row in delta_tables.read_rows(dt, stream.schema, predicate).to_pylist():
+    for row in delta_io.read_rows(dt, stream.schema, predicate).to_pylist():
         row = {k: micros_of(v) for k, v in row.items()}
         becomes_final = (
             watermark_after is not None
@@ -462,7 +267,7 @@ def _commit_late(
         late_dt,
         late_rows.select(schema.names).cast(schema),
         mode="append",
-        commit_properties=delta_tables.commit_properties(txns, metadata),
+        commit_properties=delta_io.commit_properties(txns, metadata, text_values=True),
     )
     return late_dt.version()
 
