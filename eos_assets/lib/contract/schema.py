@@ -52,6 +52,7 @@ from eos_assets.lib.contract.schema_bulk import extract_fields
 from eos_assets.lib.contract.schema_fields import (
     ID_COLUMN,
     JSON_ERROR,
+    JSON_KIND,
     SCHEMA_VERSION,
     TIME_COLUMN,
     kind_column,
@@ -80,14 +81,6 @@ _ARROW = {
     DOUBLE: pa.float64(),
     BOOLEAN: pa.bool_(),
     TIMESTAMP: UTC_MICROS,
-}
-# What a payload field of each type must hold, for the error of one that holds another kind.
-_EXPECTED = {
-    STRING: "a string",
-    TIMESTAMP: "a string",
-    LONG: "a number",
-    DOUBLE: "a number",
-    BOOLEAN: "a boolean",
 }
 _INT32 = (-(2**31), 2**31 - 1)
 _QUOTE_LIMIT = 80  # characters of an offending value quoted in an error
@@ -261,7 +254,7 @@ def _field_problem(f: PayloadField, value: object, kind: object) -> str:
     if value is None:
         if f.type == LONG and kind == "number":
             return f"{f.name} is not an integral number within the int64 range"
-        return _absent(f.name, kind, _EXPECTED[f.type])
+        return _absent(f.name, kind, f"a {JSON_KIND[f.type]}")
     if f.type == DOUBLE:
         return f"{f.name} is not a finite float64 number"
     if f.type == TIMESTAMP:

@@ -37,7 +37,8 @@ JSON_ERROR = "json:error"
 SCHEMA_VERSION = "schema_version"
 ID_COLUMN, TIME_COLUMN = "event_id", "event_time"
 
-_KIND = {
+# The JSON kind a payload field of each type is read from.
+JSON_KIND = {
     STRING: "string",
     TIMESTAMP: "string",
     LONG: "number",
@@ -105,7 +106,7 @@ def layout(contract: Contract) -> Layout:
         checked = f.required or (f.type == STRING and f.values is not None)
         text = f.type == STRING and not checked
         slots.append(
-            Slot(f.name, f.name, _KIND[f.type], _ARROW[f.type], checked=checked, text=text)
+            Slot(f.name, f.name, JSON_KIND[f.type], _ARROW[f.type], checked=checked, text=text)
         )
     slots.append(Slot(SCHEMA_VERSION, SCHEMA_VERSION, "number", pa.float64()))
     keys = [s.key for s in slots]
