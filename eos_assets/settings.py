@@ -8,7 +8,7 @@ from typing import Any
 
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import ConfigError
-from eos_assets.lib.outbound.alerts import AlertPolicy
+from eos_assets.lib.revenue.alerts import AlertPolicy
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
 _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}

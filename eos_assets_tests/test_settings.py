@@ -8,7 +8,7 @@ import pytest
 from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.lib.errors import ConfigError, SparkServerError
-from eos_assets.lib.outbound.alerts import AlertPolicy
+from eos_assets.lib.revenue.alerts import AlertPolicy
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.spark import LocalSparkResource, quick_start_run_config, spark_session

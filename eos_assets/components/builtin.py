@@ -9,9 +9,9 @@ Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 - ``outbound/agg_out``: its window revisions in Kafka, exactly once;
 - the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
-A stream whose events have the order shape (``ORDER_SHAPE``) also gets the revenue KPI tables
-and their alerts (``defs/order_kpis.py``). The jobs, schedules and the automation sensor cover
-every stream and are built once (``eos_assets/definitions.py``).
+A stream whose events have the order shape (``lib/revenue/shape.py``) also gets the revenue KPI
+tables and their alerts (``defs/order_kpis.py``). The jobs, schedules and the automation sensor
+cover every stream and are built once (``eos_assets/definitions.py``).
 
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
 thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
@@ -39,30 +39,7 @@ from eos_assets.defs import (
     silver,
 )
 from eos_assets.defs.stream import Stream
-
-# The events the revenue KPIs compute from, field by field, as a declaration says it.
-ORDER_SHAPE: dict[str, object] = {
-    "event_id": {"field": "event_id"},
-    "event_time": {"field": "event_time", "format": "iso8601"},
-    "payload": {
-        "event_type": {
-            "type": "string",
-            "required": True,
-            "values": ["order_created", "order_paid", "order_cancelled", "order_refunded"],
-        },
-        "order_id": {"type": "string", "required": False, "values": None},
-        "customer_id": {"type": "string", "required": False, "values": None},
-        "amount": {"type": "double", "required": True, "values": None},
-        "currency": {"type": "string", "required": False, "values": None},
-    },
-    "windows.dimensions": ["event_type", "currency"],
-    "windows.measures": {
-        "event_count": {"agg": "count", "of": None},
-        "distinct_orders": {"agg": "count_distinct", "of": "order_id"},
-        "distinct_customers": {"agg": "count_distinct", "of": "customer_id"},
-        "amount_sum": {"agg": "sum", "of": "amount"},
-    },
-}
+from eos_assets.lib.revenue.shape import ORDER_SHAPE
 
 
 def has_order_shape(stream: StreamModel) -> bool:

@@ -1,5 +1,6 @@
-"""KPI alerts of a stream with the order shape: rules on its final KPI windows, delivered over
-HTTP with an idempotency key, every attempt in a Delta ledger (``lib/outbound/alert_notify.py``)."""
+"""KPI alerts of a stream with the order shape: rules on its final KPI windows
+(``lib/revenue/alerts.py``), delivered over HTTP with an idempotency key, every attempt in a
+Delta ledger (``lib/outbound/alert_notify.py``)."""
 
 import dagster as dg
 from deltalake.exceptions import TableNotFoundError
@@ -12,7 +13,8 @@ from eos_assets.defs.silver import run_or_fail
 from eos_assets.defs.stream import OUTBOUND, Stream
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound import alert_ledger
-from eos_assets.lib.outbound.alert_notify import notify, stuck
+from eos_assets.lib.outbound.alert_notify import stuck
+from eos_assets.lib.revenue.alerts import notify
 from eos_assets.resources.lake import LakeResource
 from eos_assets.settings import Settings, read_alert_policy
 

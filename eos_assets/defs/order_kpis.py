@@ -2,10 +2,10 @@
 
 ``gold/kpi_window`` (per window and currency) and ``gold/kpi_daily`` (per day and currency:
 revenue, orders created, paid and cancelled, average order value, unique customers) are computed
-by code that knows the order events' fields (``lib/kpi*.py``); ``serving/kpi`` mirrors them into
-DuckDB, and ``outbound/kpi_alerts`` raises alerts on them (``order_alerts.py``). A stream gets
-them when its declaration has the order shape (``components/builtin.py``); every stream gets
-its declared KPIs (``serving.py``), the generic way to the same tables.
+by the code that knows the order events' fields (``lib/revenue/``); ``serving/kpi`` mirrors
+them into DuckDB, and ``outbound/kpi_alerts`` raises alerts on them (``order_alerts.py``). A
+stream gets them when its declaration has the order shape (``lib/revenue/shape.py``); every
+stream gets its declared KPIs (``serving.py``), the generic way to the same tables.
 """
 
 from dataclasses import dataclass
@@ -23,10 +23,10 @@ from eos_assets.defs.derived_checks import missing, report_result
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
-from eos_assets.lib.derived import kpi
-from eos_assets.lib.derived.kpi_daily import update_kpi_daily
-from eos_assets.lib.derived.kpi_window import update_kpi_window
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.revenue import kpi
+from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
+from eos_assets.lib.revenue.kpi_window import update_kpi_window
 from eos_assets.lib.serving import serving
 from eos_assets.lib.serving.serving import VERSIONS_TABLE
 from eos_assets.resources.lake import LakeResource
@@ -78,7 +78,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
         """Per-window KPIs per currency: revenue, orders created/paid/cancelled, AOV, customers.
 
         Revenue is paid minus refunded amount, AOV paid amount per paid order, cancellation rate
-        cancelled per created order (see eos_assets/lib/derived/kpi.py). Touched windows are
+        cancelled per created order (see eos_assets/lib/revenue/kpi.py). Touched windows are
         recomputed.
         """
         outcome = run_or_fail(

@@ -23,7 +23,7 @@ import pytest
 from deltalake import write_deltalake
 
 from eos_assets.lib import faults
-from eos_assets.lib.derived import kpi
+from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import serving, warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource

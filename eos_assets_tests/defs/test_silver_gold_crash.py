@@ -23,9 +23,10 @@ from pyspark.sql import SparkSession
 
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults
-from eos_assets.lib.derived import kpi, silver_events
+from eos_assets.lib.derived import silver_events
 from eos_assets.lib.derived.window_aggregates import AFTER_LATE_EVENTS
 from eos_assets.lib.derived.windows import APP as WINDOWS_APP
+from eos_assets.lib.revenue import kpi
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.oracle import expected

@@ -27,7 +27,8 @@ from deltalake import DeltaTable
 
 from eos_assets import cli
 from eos_assets.lib import faults
-from eos_assets.lib.derived import kpi, silver_events
+from eos_assets.lib.derived import silver_events
+from eos_assets.lib.revenue import kpi
 from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults.harness import (
     STARTED,

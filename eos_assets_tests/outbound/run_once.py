@@ -15,8 +15,8 @@ from dataclasses import asdict
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.outbound.alert_notify import notify
 from eos_assets.lib.outbound.outbound_publish import publish_windows
+from eos_assets.lib.revenue.alerts import notify
 from eos_assets.settings import read_alert_policy
 
 FAILED = 3

@@ -11,7 +11,7 @@ from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.windows import WATERMARK_APP, at
 from eos_assets.lib.outbound import alert_ledger, alert_notify
 from eos_assets.lib.outbound.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
-from eos_assets.lib.outbound.alerts import AlertPolicy
+from eos_assets.lib.revenue.alerts import AlertPolicy, notify
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import GoldLakes, kpi_uri, run_outbound, windows_uri
 from eos_assets_tests.outbound.endpoint import Endpoint, closed_port_url
@@ -101,7 +101,7 @@ def test_an_endpoint_failing_then_recovering_gets_each_alert_once(
     lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
     want = expected(lake)
     endpoint.behaviour.fail_next = len(want) + 2  # the whole first round and two more
-    outcome = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    outcome = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
     twice, lost, invented = score(endpoint, want)
     outbound_ledger.record("alerts: endpoint answers 500, then recovers", 1, lost, twice)
     assert (twice, lost, invented) == (0, 0, 0)
@@ -114,9 +114,7 @@ def test_a_timeout_after_the_endpoint_applied_is_resolved_by_asking_it(
 ) -> None:
     lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
     endpoint.behaviour.hang_next, endpoint.behaviour.hang_s = 2, 3.0
-    outcome = alert_notify.notify(
-        kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy(timeout_s=0.5)
-    )
+    outcome = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy(timeout_s=0.5))
     want = expected(lake)
     twice, lost, invented = score(endpoint, want)
     outbound_ledger.record("alerts: timeout after the endpoint applied", 2, lost, twice)
@@ -133,17 +131,15 @@ def test_failures_that_outlast_the_retry_budget_stay_failed_in_the_ledger(
     lake = gold_lakes.final
     want = expected(lake)
     down = str(tmp_path / "down")
-    outcome = alert_notify.notify(
-        kpi_uri(lake), windows_uri(lake), down, closed_port_url(), policy()
-    )
+    outcome = notify(kpi_uri(lake), windows_uri(lake), down, closed_port_url(), policy())
     assert len(outcome.gave_up) == len(want) and outcome.requests == 3 * len(want)
     assert set(final_states(down).values()) == {FAILED}
     endpoint.behaviour.fail_always = True
     refused = str(tmp_path / "refused")
-    outcome = alert_notify.notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    outcome = notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
     assert len(outcome.gave_up) == len(want) and Counter(endpoint.posts).most_common(1)[0][1] == 3
     assert set(final_states(refused).values()) == {FAILED} and endpoint.applied == {}
-    again = alert_notify.notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    again = notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
     assert again.requests == 0 and set(final_states(refused).values()) == {FAILED}
     outbound_ledger.record("alerts: endpoint down / failing for good", 2, 0, 0, "FAILED, kept")
 
@@ -153,10 +149,10 @@ def test_without_an_endpoint_alerts_are_recorded_and_delivered_once_one_is_set(
 ) -> None:
     lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
     want = expected(lake)
-    quiet = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    quiet = notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
     assert (quiet.raised, quiet.requests, quiet.states) == (len(want), 0, {PENDING: len(want)})
-    again = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    again = notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
     assert again.raised == 0, "re-evaluating raises nothing twice"
-    loud = alert_notify.notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    loud = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
     assert (loud.raised, loud.delivered, loud.states) == (0, len(want), {SUCCESS: len(want)})
     assert score(endpoint, want) == (0, 0, 0)

@@ -16,9 +16,9 @@ import eos_assets.streams
 from eos_assets.declaration import read_declaration
 from eos_assets.defs.stream import ORDERS as STREAM
 from eos_assets.lib.delta.delta_tables import read_rows
-from eos_assets.lib.derived import kpi
 from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
+from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource

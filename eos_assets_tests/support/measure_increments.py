@@ -19,15 +19,9 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import ProduceOptions, produce
-from eos_assets.lib.derived import (
-    entity_state,
-    kpi_daily,
-    kpi_window,
-    silver_events,
-    window_aggregates,
-    windows,
-)
+from eos_assets.lib.derived import entity_state, silver_events, window_aggregates, windows
 from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.revenue import kpi_daily, kpi_window
 from eos_assets.lib.spark.spark_env import spark_config, use_this_python
 from eos_assets_tests.support.graph import ORDERS_ENTITY
 

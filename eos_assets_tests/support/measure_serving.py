@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from eos_assets.lib.derived import kpi
+from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import serving
 
 CURRENCIES = ("EUR", "USD", "GBP", "CHF")

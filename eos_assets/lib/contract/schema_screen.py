@@ -1,7 +1,7 @@
 """Which Kafka values ``pyarrow.json`` may see, so that it reads them as the careful path does.
 
 ``pyarrow.json`` is fast but not a drop-in for the careful path; measured with pyarrow 26:
-- a type surprise (``"amount": "12.5"``, ``"event_id": 7``), a long written ``2.0`` or past
+- a type surprise (``"size": "12.5"``, ``"event_id": 7``), a long written ``2.0`` or past
   int64, or a number beyond float64 raises for the whole block (naming the failing ``row``, bar
   the long's errors); nothing is coerced silently;
 - it accepts ``NaN``, ``Inf``, ``Infinity`` anywhere, duplicated keys that are not in the
@@ -59,13 +59,13 @@ def likely_to_fail_pattern(contract: Contract) -> str:
 
 @functools.lru_cache(maxsize=64)
 def quoted_numbers(contract: Contract) -> tuple[bytes, ...]:
-    """A string where compact JSON must have a number or boolean (``"amount":"``)."""
+    """A string where compact JSON must have a number or boolean (``"size":"``)."""
     slots = layout(contract).slots
     return tuple(json_key(s.key) + b':"' for s in slots if s.kind != "string")
 
 
 def json_key(key: str) -> bytes:
-    """``key`` as compact JSON writes it (``"amount"``)."""
+    """``key`` as compact JSON writes it (``"size"``)."""
     return json.dumps(key, ensure_ascii=False).encode()
 
 
@@ -129,9 +129,9 @@ def likely_to_fail(contract: Contract, lines: list[bytes], item: np.ndarray) -> 
 
 def suspect_lines(contract: Contract, data: bytes, lines: list[bytes]) -> np.ndarray | None:
     """Mask the lines holding a newline, ``\\r``, ``NaN``, ``Inf`` or a string in a number or
-    boolean slot (compact JSON: ``"amount":"``); None when none does.
+    boolean slot (compact JSON: ``"size":"``); None when none does.
 
-    A quoted amount makes ``pyarrow.json`` raise for its whole chunk: setting such lines aside
+    A quoted number makes ``pyarrow.json`` raise for its whole chunk: setting such lines aside
     here spares the failing call and the retries after it.
 
     Args:

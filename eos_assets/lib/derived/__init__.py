@@ -1,3 +1,3 @@
 """The derived tables and the incremental protocol they share: silver events, entity state,
-windows, KPIs.
+windows, declared KPIs.
 """

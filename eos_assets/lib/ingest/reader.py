@@ -43,7 +43,7 @@ _READER_DEFAULTS = {
 _DICTIONARY = ["topic", "partition", "schema_version", "error"]
 _STATISTICS = ["topic", "partition", "offset", "kafka_timestamp", "event_time", *_DICTIONARY[2:]]
 # A free string payload field (no declared values) gets a dictionary when its first rows hold
-# few distinct values (a currency, a country), not when they look like ids.
+# few distinct values (a country, a status), not when they look like ids.
 _SAMPLE_ROWS, _FEW_DISTINCT = 1024, 64
 
 

@@ -1,1 +1,3 @@
-"""What leaves the lake: window aggregates published to Kafka exactly once, and KPI alerts."""
+"""What leaves the lake: window aggregates published to Kafka exactly once, and alerts delivered
+over HTTP at least once with an idempotency key (their ledger).
+"""

@@ -1,4 +1,4 @@
-"""The ledger of KPI alerts and of every delivery attempt: an append-only Delta table.
+"""The ledger of alerts and of every delivery attempt: an append-only Delta table.
 
 Each row is one event of one alert; the alert's state is its latest event (highest ``seq``):
 
@@ -23,7 +23,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.delta import delta_io, delta_tables
+from eos_assets.lib.delta import delta_io
 
 PENDING, SENDING, SUCCESS, FAILED, UNKNOWN = "PENDING", "SENDING", "SUCCESS", "FAILED", "UNKNOWN"
 STATES = (PENDING, SENDING, SUCCESS, FAILED, UNKNOWN)
@@ -60,7 +60,7 @@ class AlertState:
 
 def ensure(uri: str, storage_options: Mapping[str, str] | None = None) -> None:
     """Create the ledger table unless it exists."""
-    delta_tables.ensure(uri, LEDGER_SCHEMA, storage_options=storage_options)
+    delta_io.ensure_table(uri, LEDGER_SCHEMA, storage_options=storage_options)
 
 
 def read_states(

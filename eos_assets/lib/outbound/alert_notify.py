@@ -1,6 +1,7 @@
-"""Raise KPI alerts and deliver them at least once, idempotently, through the ledger.
+"""Record alerts and deliver them at least once, idempotently, through the ledger.
 
-One run: evaluate the rules (``alerts.py``) and record new alerts as PENDING; then, in rounds,
+One run: record the alerts its caller raises that the ledger does not hold yet as PENDING (an
+``alert_id`` is raised once); then, in rounds,
 resolve what is in flight (SENDING or UNKNOWN: a crashed run, a timeout) by asking the endpoint
 whether it applied the key, and POST what is due (PENDING, retryable FAILED, in flight and not
 applied) with the same key each time. Every round commits its SENDING rows before any request
@@ -11,13 +12,12 @@ its last request may have been applied (later runs keep asking the endpoint abou
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from eos_assets.lib import faults
-from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived.windows import EPOCH, WATERMARK_APP
 from eos_assets.lib.outbound import alert_delivery, alert_ledger
 from eos_assets.lib.outbound.alert_ledger import (
     FAILED,
@@ -27,14 +27,29 @@ from eos_assets.lib.outbound.alert_ledger import (
     SUCCESS,
     UNKNOWN,
 )
-from eos_assets.lib.outbound.alerts import AlertPolicy, evaluate
 
 BEFORE_SEND = "alerts_before_send"  # SENDING committed, request not sent
 AFTER_SEND = "alerts_after_send"  # request answered, its outcome not in the ledger
 CRASH_POINTS = (BEFORE_SEND, AFTER_SEND)
 
-KPI_COLUMNS = ["window_start", "window_end", "currency", "revenue", "cancellation_rate", "revision"]
 _MAX_WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """How alerts are delivered.
+
+    Attributes:
+        max_attempts: POSTs of one alert before it is given up (FAILED, kept in the ledger).
+        backoff_s: wait before the second round of attempts; doubles at each round.
+        timeout_s: HTTP timeout; a request without an answer in time is UNKNOWN.
+        stuck_after_s: the ledger check warns about alerts SENDING or UNKNOWN longer than this.
+    """
+
+    max_attempts: int = 5
+    backoff_s: float = 1.0
+    timeout_s: float = 10.0
+    stuck_after_s: float = 900.0
 
 
 @dataclass
@@ -53,22 +68,22 @@ class NotifyOutcome:
 
 
 def notify(
-    kpi_uri: str,
-    windows_uri: str,
+    raise_alerts: Callable[[], Iterable[Mapping[str, Any]]],
     ledger_uri: str,
     url: str | None,
-    policy: AlertPolicy,
+    policy: DeliveryPolicy,
     storage_options: Mapping[str, str] | None = None,
 ) -> NotifyOutcome:
-    """Record new alerts; deliver every due one to ``url`` (None: record only)."""
+    """Record new alerts; deliver every due one to ``url`` (None: record only).
+
+    ``raise_alerts`` is called once the ledger exists; each alert it returns is a JSON object
+    with its ``alert_id``, the payload POSTed.
+    """
     clock = time.monotonic()
     alert_ledger.ensure(ledger_uri, storage_options)
     states = alert_ledger.read_states(ledger_uri, storage_options)
     outcome = NotifyOutcome(endpoint=url)
-    watermark = delta_io.load(windows_uri, storage_options).transaction_version(WATERMARK_APP)
-    windows = delta_io.read_arrow(kpi_uri, storage_options, KPI_COLUMNS).to_pylist()
-    limit = None if watermark is None else EPOCH + timedelta(microseconds=watermark)
-    new = [a for a in evaluate(windows, limit, policy.rules()) if a["alert_id"] not in states]
+    new = [a for a in raise_alerts() if a["alert_id"] not in states]
     rows = [alert_ledger.event(None, a["alert_id"], PENDING, payload=a) for a in new]
     alert_ledger.append(ledger_uri, states, rows, storage_options)
     outcome.raised = len(new)
@@ -109,7 +124,7 @@ def _resolve_in_flight(
     url: str,
     ledger_uri: str,
     states: dict[str, alert_ledger.AlertState],
-    policy: AlertPolicy,
+    policy: DeliveryPolicy,
     outcome: NotifyOutcome,
     storage_options: Mapping[str, str] | None,
 ) -> None:
@@ -132,7 +147,7 @@ def _resolve_in_flight(
 def _due(
     ledger_uri: str,
     states: dict[str, alert_ledger.AlertState],
-    policy: AlertPolicy,
+    policy: DeliveryPolicy,
     storage_options: Mapping[str, str] | None,
     outcome: NotifyOutcome,
 ) -> list[str]:

@@ -30,7 +30,7 @@ def _record(target: Path) -> None:
             (F.col("id") % 5_000).cast("string").alias("event_id"),
             F.col("id").alias("offset"),
             F.timestamp_micros(F.col("id") * 1_000_000).alias("event_time"),
-            (F.col("id") % 97 * 1.5).alias("amount"),
+            (F.col("id") % 97 * 1.5).alias("size"),
         )
         rows.write.parquet(f"{scratch}/rows")
         read = spark.read.parquet(f"{scratch}/rows")
@@ -40,7 +40,7 @@ def _record(target: Path) -> None:
         fresh = first.join(read.limit(100).select("event_id"), "event_id", "left_anti")
         fresh.mapInArrow(lambda batches: batches, fresh.schema).count()
         fresh.groupBy(F.window("event_time", "5 minutes")).agg(
-            F.sum("amount"), F.count_distinct("event_id")
+            F.sum("size"), F.count_distinct("event_id")
         ).collect()
         spark.sparkContext.parallelize(range(4), 4).map(lambda n: n * 2).collect()
         spark.createDataFrame([(1, "a")], "n long, s string").toArrow()

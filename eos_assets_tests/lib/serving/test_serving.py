@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from eos_assets.lib import faults
-from eos_assets.lib.derived.kpi import KPI_DAILY_KEY, KPI_DAILY_SCHEMA, finish
+from eos_assets.lib.revenue.kpi import KPI_DAILY_KEY, KPI_DAILY_SCHEMA, finish
 from eos_assets.lib.serving import serving
 
 DAY = date(2026, 11, 21)

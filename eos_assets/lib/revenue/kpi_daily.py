@@ -22,9 +22,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
-from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental
-from eos_assets.lib.derived.kpi import (
+from eos_assets.lib.revenue.kpi import (
     AFTER_COMMIT,
     AFTER_CUSTOMERS,
     APP,
@@ -51,13 +51,13 @@ def update_kpi_daily(
     Raises:
         EosError: silver was rewritten or its log is gone, or commits kept conflicting.
     """
-    delta_tables.ensure(
+    delta_io.ensure_table(
         kpi_uri,
         KPI_DAILY_SCHEMA,
-        configuration=delta_tables.merged_table_config(),
+        configuration=delta_io.merged_table_config(),
         storage_options=storage_options,
     )
-    delta_tables.ensure(customers_uri, CUSTOMERS_SCHEMA, storage_options=storage_options)
+    delta_io.ensure_table(customers_uri, CUSTOMERS_SCHEMA, storage_options=storage_options)
 
     table = incremental.Derived(
         "gold/kpi_daily", kpi_uri, events_uri, APP, storage_options, companions=(customers_uri,)
@@ -90,11 +90,11 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome
             customers_dt,
             missing,
             mode="append",
-            commit_properties=delta_tables.commit_properties(attempt.txns, metadata),
+            commit_properties=delta_io.commit_properties(attempt.txns, metadata, text_values=True),
         )
         outcome.customers_version = customers_dt.version()
     faults.crash_point(AFTER_CUSTOMERS)
-    delta_tables.upsert(
+    delta_io.upsert(
         dt,
         pa.Table.from_pylist(rows, schema=KPI_DAILY_SCHEMA),
         list(KPI_DAILY_KEY),
@@ -137,9 +137,7 @@ def _daily_rows(
     predicate = " OR ".join(f"day = '{d.isoformat()}'" for d in days)
     current = {
         (r["day"], r["currency"]): r
-        for r in (
-            delta_tables.read_rows(dt, KPI_DAILY_SCHEMA, predicate).to_pylist() if days else []
-        )
+        for r in (delta_io.read_rows(dt, KPI_DAILY_SCHEMA, predicate).to_pylist() if days else [])
     }
     rows = []
     for key, counted in batch.items():
@@ -161,8 +159,8 @@ def _customers(spark: SparkSession, dt: DeltaTable, days: list[date]) -> tuple[D
     """The customer set rows of ``days`` (files pruned by the ``day`` statistics), and the
     number of rows in the files read."""
     if not days:
-        return delta_tables.spark_empty(spark, CUSTOMERS_SCHEMA), 0
+        return delta_io.read_spark(spark, [], CUSTOMERS_SCHEMA), 0
     predicate = f"day IN ({', '.join(repr(d.isoformat()) for d in days)})"
-    files = delta_tables.data_files(dt, predicate)
-    rows = delta_tables.read_spark(spark, [f.uri for f in files], CUSTOMERS_SCHEMA)
+    files = delta_io.data_files(dt, predicate)
+    rows = delta_io.read_spark(spark, [f.uri for f in files], CUSTOMERS_SCHEMA)
     return rows.where(F.col("day").isin(days)), sum(f.records for f in files)

@@ -1,4 +1,5 @@
-"""KPI alert rules, their thresholds and delivery policy, and the alerts they raise.
+"""KPI alert rules and their thresholds, the alerts they raise on ``gold/kpi_window``, and the
+run that raises and delivers them (delivery and ledger: ``lib/outbound/alert_notify.py``).
 
 A rule compares one column of ``gold/kpi_window`` with a threshold, for final windows only
 (window end at or before the watermark of ``gold/window_aggregates``): an open window's revenue
@@ -11,10 +12,15 @@ same rule never raises one twice. The ``alert_id`` is the idempotency key of its
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from eos_assets.lib.derived.windows import micros_of
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.windows import EPOCH, WATERMARK_APP, micros_of
+from eos_assets.lib.outbound import alert_notify
+from eos_assets.lib.outbound.alert_notify import DeliveryPolicy, NotifyOutcome
+
+KPI_COLUMNS = ["window_start", "window_end", "currency", "revenue", "cancellation_rate", "revision"]
 
 
 @dataclass(frozen=True)
@@ -39,25 +45,17 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class AlertPolicy:
-    """Rules and delivery of KPI alerts; every field has an ``EOS_ALERT_<FIELD NAME>`` variable
-    (``settings.read_alert_policy``).
+class AlertPolicy(DeliveryPolicy):
+    """Rules of KPI alerts and their delivery (``DeliveryPolicy``); every field has an
+    ``EOS_ALERT_<FIELD NAME>`` variable (``settings.read_alert_policy``).
 
     Attributes:
         revenue_min: alert when a final window's revenue (per currency) is below this.
         cancellation_rate_max: alert when a final window's cancellation rate is above this.
-        max_attempts: POSTs of one alert before it is given up (FAILED, kept in the ledger).
-        backoff_s: wait before the second round of attempts; doubles at each round.
-        timeout_s: HTTP timeout; a request without an answer in time is UNKNOWN.
-        stuck_after_s: the ledger check warns about alerts SENDING or UNKNOWN longer than this.
     """
 
     revenue_min: float | None = None
     cancellation_rate_max: float | None = None
-    max_attempts: int = 5
-    backoff_s: float = 1.0
-    timeout_s: float = 10.0
-    stuck_after_s: float = 900.0
 
     def rules(self) -> list[Rule]:
         """The rules that are switched on (a threshold is set)."""
@@ -105,3 +103,23 @@ def evaluate(
                 }
             )
     return alerts
+
+
+def notify(
+    kpi_uri: str,
+    windows_uri: str,
+    ledger_uri: str,
+    url: str | None,
+    policy: AlertPolicy,
+    storage_options: Mapping[str, str] | None = None,
+) -> NotifyOutcome:
+    """Record the alerts of the final KPI windows; deliver every due one to ``url`` (None:
+    record only)."""
+
+    def raised() -> list[dict[str, Any]]:
+        watermark = delta_io.load(windows_uri, storage_options).transaction_version(WATERMARK_APP)
+        windows = delta_io.read_arrow(kpi_uri, storage_options, KPI_COLUMNS).to_pylist()
+        limit = None if watermark is None else EPOCH + timedelta(microseconds=watermark)
+        return evaluate(windows, limit, policy.rules())
+
+    return alert_notify.notify(raised, ledger_uri, url, policy, storage_options)

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.delta import delta_tables, txn_ids
+from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import increments
 from eos_assets.lib.derived.windows import NO_VALUE
 
@@ -132,5 +132,5 @@ def counters(rows: DataFrame, group: list[str]) -> DataFrame:
 def read_increment(spark: SparkSession, increment: increments.Increment) -> DataFrame:
     """The new silver rows of ``increment`` with ``silver_version`` (missing currency: "")."""
     return increments.read_files(
-        spark, increment.files, delta_tables.spark_schema(_READ_EVENTS), "silver_version"
+        spark, increment.files, delta_io.spark_schema(_READ_EVENTS), "silver_version"
     ).withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))

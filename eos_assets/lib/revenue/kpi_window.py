@@ -16,9 +16,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
-from eos_assets.lib.delta import delta_tables
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental
-from eos_assets.lib.derived.kpi import (
+from eos_assets.lib.derived.window_aggregates import window_rows
+from eos_assets.lib.derived.windows import at, micros_of
+from eos_assets.lib.errors import EosError
+from eos_assets.lib.revenue.kpi import (
     AFTER_COMMIT,
     APP,
     KPI_WINDOW_KEY,
@@ -30,9 +33,6 @@ from eos_assets.lib.derived.kpi import (
     finish,
     read_increment,
 )
-from eos_assets.lib.derived.window_aggregates import window_rows
-from eos_assets.lib.derived.windows import at, micros_of
-from eos_assets.lib.errors import EosError
 
 
 def update_kpi_window(
@@ -48,10 +48,10 @@ def update_kpi_window(
         EosError: the window size differs from the table's, silver was rewritten, or
             commits kept conflicting.
     """
-    delta_tables.ensure(
+    delta_io.ensure_table(
         kpi_uri,
         KPI_WINDOW_SCHEMA,
-        configuration=delta_tables.merged_table_config(),
+        configuration=delta_io.merged_table_config(),
         storage_options=storage_options,
     )
     size_us = int(size.total_seconds() * 1_000_000)
@@ -90,7 +90,7 @@ def _step(
         row["silver_version"] = attempt.increment.version
     outcome.rows_written = len(rows)
     outcome.seconds["compute"] = time.monotonic() - attempt.started
-    delta_tables.upsert(
+    delta_io.upsert(
         attempt.target,
         pa.Table.from_pylist(rows, schema=KPI_WINDOW_SCHEMA),
         list(KPI_WINDOW_KEY),
@@ -123,7 +123,7 @@ def _window_kpis(
     )
     current = {
         (micros_of(r["window_start"]), r["currency"]): r
-        for r in delta_tables.read_rows(dt, KPI_WINDOW_SCHEMA, predicate).to_pylist()
+        for r in delta_io.read_rows(dt, KPI_WINDOW_SCHEMA, predicate).to_pylist()
     }
     rows = []
     for r in fresh:
