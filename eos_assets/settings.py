@@ -164,3 +164,17 @@ def read_agg_out_max_behind(env: Mapping[str, str] | None = None) -> int:
     if not raw.isdigit():
         raise ConfigError(f"EOS_AGG_OUT_MAX_BEHIND={raw!r} is not a whole number: fix or unset it")
     return int(raw)
+
+
+# eos_assets/settings.py -> the repository (or install) root that holds .jars.
+_JARS = Path(__file__).resolve().parents[1] / ".jars"
+
+
+def read_jars_root(env: Mapping[str, str] | None = None) -> Path:
+    """``EOS_JARS_DIR``: the root of the jars ``make install`` fetched (else ``<project>/.jars``).
+
+    An installation fact like ``JAVA_HOME``: read where a jar is needed, so an image that
+    installed them elsewhere only sets the variable.
+    """
+    configured = (os.environ if env is None else env).get("EOS_JARS_DIR")
+    return Path(configured).resolve() if configured else _JARS

@@ -1,23 +1,13 @@
 """Where the Java parts installed from Maven Central live: one folder per pom under ``.jars``.
 
 ``make install`` fills ``.jars/<name>`` from ``deploy/maven/<name>/pom.xml``; nothing is
-downloaded at run time. ``EOS_JARS_DIR`` points at another root (an image that installed them
-elsewhere).
+downloaded at run time. The root is a setting (``settings.read_jars_root``: ``EOS_JARS_DIR``).
 """
 
-import os
 from pathlib import Path
 
 from eos_assets.lib.errors import ConfigError
-
-# eos_assets/lib/spark/jars.py -> the repository (or install) root that holds .jars.
-_DEFAULT_ROOT = Path(__file__).resolve().parents[3] / ".jars"
-
-
-def jars_root() -> Path:
-    """Return the root folder of the installed jars (``EOS_JARS_DIR`` or ``<project>/.jars``)."""
-    configured = os.environ.get("EOS_JARS_DIR")
-    return Path(configured).resolve() if configured else _DEFAULT_ROOT
+from eos_assets.settings import read_jars_root
 
 
 def jar_dir(name: str) -> Path:
@@ -26,7 +16,7 @@ def jar_dir(name: str) -> Path:
     Raises:
         ConfigError: the folder holds no jar: they were never installed (one line with the fix).
     """
-    folder = jars_root() / name
+    folder = read_jars_root() / name
     if not any(folder.glob("*.jar")):
         raise ConfigError(
             f"the {name} jars are missing in {folder}: run `make install` "
