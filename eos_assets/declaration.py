@@ -560,8 +560,9 @@ def read_declaration(path: Path) -> StreamModel:
     Raises:
         DeclarationError: the declaration is wrong.
     """
-    model = precheck(path, str(path))
-    check(model, str(path))
+    source = describe(path, Path(__file__).parent.parent)
+    model = precheck(path, source)
+    check(model, source)
     return model
 
 

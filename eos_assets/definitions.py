@@ -1,21 +1,57 @@
 """The one entry point: the declared streams (``eos_assets/streams/``, one ``EventStream``
 component each) with their assets, checks and lag sensors; the jobs, schedules and automation
-sensor over all of them; and the resources."""
+sensor over all of them; and the resources.
 
-from collections.abc import Sequence
+A failure the user can fix while they load (a wrong declaration, a wrong setting) stops them
+as a ``LoadError``: the UI's error of the code location is its one line, without a stack trace.
+"""
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.errors import DagsterUserCodeProcessError
+from dagster_shared.error import SerializableErrorInfo
 
-import eos_assets.streams
-from eos_assets.components import builtin
-from eos_assets.components.event_stream import load_streams
-from eos_assets.declaration import StreamModel
-from eos_assets.defs import jobs, schedules, sensors
-from eos_assets.defs.stream import Stream
-from eos_assets.lib.errors import ConfigError
-from eos_assets.resources import build_resources
-from eos_assets.settings import Settings
+from eos_assets.lib.errors import ConfigError, EosError
+
+
+class LoadError(EosError, DagsterUserCodeProcessError):
+    """A failure the user can fix, raised while the definitions load; its cause is the original.
+
+    Dagster shows the error a ``DagsterUserCodeProcessError`` carries in place of the exception
+    and its stack, and lets it through its boundary around user code unwrapped: the carried
+    error is the one line, with no stack and no cause. That class is not exported by dagster,
+    but no exported one keeps the stack trace out of the UI
+    (``eos_assets_tests/ui/test_load_errors.py`` fails if that changes).
+    """
+
+    def __init__(self, message: str, kind: str) -> None:
+        shown = SerializableErrorInfo(message=message, stack=[], cls_name=kind)
+        DagsterUserCodeProcessError.__init__(self, message, user_code_process_error_infos=[shown])
+        self.kind = kind
+
+
+@contextmanager
+def _one_line() -> Iterator[None]:
+    """Raise a failure the user can fix (an ``EosError``) as a ``LoadError``."""
+    try:
+        yield
+    except EosError as exc:
+        raise LoadError(str(exc), type(exc).__name__) from exc
+
+
+# Importing the assets reads the shipped declaration already.
+with _one_line():
+    import eos_assets.streams
+    from eos_assets.components import builtin
+    from eos_assets.components.event_stream import load_streams
+    from eos_assets.declaration import StreamModel
+    from eos_assets.defs import jobs, schedules, sensors
+    from eos_assets.defs.stream import Stream
+    from eos_assets.resources import build_resources
+    from eos_assets.settings import Settings
 
 
 def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Definitions:
@@ -47,4 +83,5 @@ def _definitions() -> tuple[dg.Definitions, list[StreamModel]]:
     return dg.Definitions.merge(declared, build_shared(streams, Settings.from_env())), streams
 
 
-defs, streams = _definitions()
+with _one_line():
+    defs, streams = _definitions()
