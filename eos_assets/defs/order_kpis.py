@@ -19,7 +19,8 @@ from deltalake.exceptions import TableNotFoundError
 from pydantic import Field
 
 from eos_assets.defs.automation import CHECK_WITH_ASSET
-from eos_assets.defs.derived_checks import missing, report_result
+from eos_assets.defs.checks import report_result
+from eos_assets.defs.derived_checks import missing
 from eos_assets.defs.silver import run_or_fail, seconds, versions_json
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving

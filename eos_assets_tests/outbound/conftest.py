@@ -36,6 +36,14 @@ from eos_assets_tests.support.orders import (
 
 RUNNER = "eos_assets_tests.outbound.run_once"
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+# KPI alert thresholds and delivery of the alert tests (EOS_ALERT_* as a run would see them).
+REVENUE_MIN, CANCELLATION_MAX = 5000.0, 0.12
+ENV = {
+    "EOS_ALERT_REVENUE_MIN": str(REVENUE_MIN),
+    "EOS_ALERT_CANCELLATION_RATE_MAX": str(CANCELLATION_MAX),
+    "EOS_ALERT_BACKOFF_S": "0.05",
+    "EOS_ALERT_TIMEOUT_S": "5",
+}
 
 
 @dataclass(frozen=True)

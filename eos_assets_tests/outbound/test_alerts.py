@@ -13,16 +13,16 @@ from eos_assets.lib.outbound import alert_ledger, alert_notify
 from eos_assets.lib.outbound.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
 from eos_assets.lib.revenue.alerts import AlertPolicy, notify
 from eos_assets_tests.faults.harness import Ledger
-from eos_assets_tests.outbound.conftest import GoldLakes, kpi_uri, run_outbound, windows_uri
+from eos_assets_tests.outbound.conftest import (
+    CANCELLATION_MAX,
+    ENV,
+    REVENUE_MIN,
+    GoldLakes,
+    kpi_uri,
+    run_outbound,
+    windows_uri,
+)
 from eos_assets_tests.outbound.endpoint import Endpoint, closed_port_url
-
-REVENUE_MIN, CANCELLATION_MAX = 5000.0, 0.12
-ENV = {
-    "EOS_ALERT_REVENUE_MIN": str(REVENUE_MIN),
-    "EOS_ALERT_CANCELLATION_RATE_MAX": str(CANCELLATION_MAX),
-    "EOS_ALERT_BACKOFF_S": "0.05",
-    "EOS_ALERT_TIMEOUT_S": "5",
-}
 
 
 def policy(**changes: float) -> AlertPolicy:

@@ -9,9 +9,8 @@ import pytest
 from eos_assets.lib.outbound import alert_ledger, alert_notify
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.outbound.conftest import GoldLakes, run_outbound, windows_uri
+from eos_assets_tests.outbound.conftest import ENV, GoldLakes, run_outbound, windows_uri
 from eos_assets_tests.outbound.endpoint import Endpoint
-from eos_assets_tests.outbound.test_alerts import ENV
 from eos_assets_tests.support.orders import (
     agg_out,
     caught_up_with_window_aggregates,

@@ -1,6 +1,6 @@
 """The incremental step every derived table runs: plan, compute, commit or re-plan.
 
-A derived table (silver/events, silver/order_state, gold/window_aggregates, gold/kpi_*)
+A derived table (silver/events, silver/entity_state, gold/window_aggregates, gold/kpi_*)
 consumes one upstream Delta table and records, in its own ``txn`` action, the upstream version
 it has consumed (``txn_ids.upstream_app``). One attempt of ``run``:
 
