@@ -141,15 +141,14 @@ def _numbers(
         raw = env.get(name)
         if not raw:
             continue
-        parse = int if f.type in (int, "int") else float
+        whole = f.type in (int, "int")
+        kind_of = "whole number" if whole else "number"
         try:
-            value = parse(raw)
+            value = int(raw) if whole else float(raw)
         except ValueError:
-            raise ConfigError(
-                f"{name}={raw!r} is not a {parse.__name__}: fix or unset it"
-            ) from None
+            raise ConfigError(f"{name}={raw!r} is not a {kind_of}: fix or unset it") from None
         if value <= 0 and f.name not in any_sign:
-            raise ConfigError(f"{name}={raw!r} is not a positive {parse.__name__}: fix or unset it")
+            raise ConfigError(f"{name}={raw!r} is not a positive {kind_of}: fix or unset it")
         values[f.name] = value
     return values
 

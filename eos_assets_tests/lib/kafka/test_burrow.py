@@ -106,7 +106,7 @@ def test_limits_from_env() -> None:
     limits = read_limits({"EOS_LAG_MAX_RECORDS": "5", "EOS_MALFORMED_MAX_RATE": "0.2"})
     assert (limits.lag_max_records, limits.malformed_max_rate) == (5, 0.2)
     assert read_limits({}) == Limits()
-    with pytest.raises(ConfigError, match=r"^EOS_LAG_WINDOW='-3' is not a positive int"):
+    with pytest.raises(ConfigError, match=r"^EOS_LAG_WINDOW='-3' is not a positive whole number"):
         read_limits({"EOS_LAG_WINDOW": "-3"})
     with pytest.raises(ConfigError, match="EOS_AUDIT_BUDGET_S='soon'"):
         read_limits({"EOS_AUDIT_BUDGET_S": "soon"})
