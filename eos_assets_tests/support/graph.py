@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 import eos_assets.streams
 from eos_assets.declaration import read_declaration
 from eos_assets.defs.stream import ORDERS as STREAM
-from eos_assets.lib.delta.delta_tables import read_rows
+from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
 from eos_assets.lib.revenue import kpi
