@@ -66,7 +66,7 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             dt = delta_io.load(uri, lake.storage_options)
         except TableNotFoundError:
             return missing(f"no Delta table at {uri}")
-        state = {a: dt.transaction_version(a) for a in (windows.APP, windows.WATERMARK_APP)}
+        state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
         size_s = dt.transaction_version(windows.SIZE_APP)
         if state[windows.APP] is None or size_s is None:
             return missing(f"{uri} has consumed no silver version yet")

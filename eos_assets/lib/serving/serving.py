@@ -166,8 +166,8 @@ def _changed_rows(table: ServedTable, dt: DeltaTable, mirrored: int | None) -> p
             pass  # the log since ``mirrored`` is gone: refresh from every live file
     if not wanted:
         return table.schema.empty_table()
-    fs, _ = pafs.FileSystem.from_uri(_as_uri(wanted[0]))
-    paths = [pafs.FileSystem.from_uri(_as_uri(u))[1] for u in wanted]
+    fs, _ = pafs.FileSystem.from_uri(delta_io.as_uri(wanted[0]))
+    paths = [pafs.FileSystem.from_uri(delta_io.as_uri(u))[1] for u in wanted]
     return pq.read_table(paths, filesystem=fs, schema=table.schema)
 
 
@@ -187,7 +187,3 @@ def _upsert(conn: duckdb.DuckDBPyConnection, table: ServedTable, rows: pa.Table)
         )
     finally:
         conn.unregister("_eos_rows")
-
-
-def _as_uri(path: str) -> str:
-    return path if "://" in path else f"file://{path}"
