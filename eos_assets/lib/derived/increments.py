@@ -20,16 +20,17 @@ with ``CommitFailedError`` and re-plans (DESIGN.md, "Positions live with the dat
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from eos_assets.lib.delta.delta_log import file_uri, log_actions
 from eos_assets.lib.errors import EosError
+
+_REBUILD = "delete the derived table to rebuild it from the current snapshot"
 
 
 @dataclass(frozen=True)
@@ -115,21 +116,9 @@ def added_files(table_uri: str, first: int, last: int, append_only: bool = True)
         EosError: the table is ``append_only`` and a version removed data, or a log entry
             no longer exists.
     """
-    fs, root = pafs.FileSystem.from_uri(table_uri)
-    root = root.rstrip("/")
     files: list[AddedFile] = []
     for version in range(first, last + 1):
-        entry = f"{root}/_delta_log/{version:020d}.json"
-        try:
-            with fs.open_input_stream(entry) as stream:
-                lines = stream.read().decode().splitlines()
-        except FileNotFoundError as exc:
-            raise EosError(
-                f"the log entry of version {version} of {table_uri} is gone (log retention): "
-                "delete the derived table to rebuild it from the current snapshot"
-            ) from exc
-        for line in lines:
-            action = json.loads(line) if line.strip() else {}
+        for action in log_actions(table_uri, version, _REBUILD):
             remove = action.get("remove")
             if append_only and remove is not None and remove.get("dataChange", True):
                 raise EosError(
@@ -143,20 +132,13 @@ def added_files(table_uri: str, first: int, last: int, append_only: bool = True)
             files.append(
                 AddedFile(
                     version=version,
-                    uri=_file_uri(table_uri, add["path"]),
+                    uri=file_uri(table_uri, add["path"]),
                     size=int(add.get("size", 0)),
                     records=stats.get("numRecords"),
                     partition_values=add.get("partitionValues") or {},
                 )
             )
     return files
-
-
-def _file_uri(table_uri: str, path: str) -> str:
-    path = unquote(path)
-    if "://" in path or path.startswith("/"):
-        return path
-    return f"{table_uri.rstrip('/')}/{path}"
 
 
 def read_files(

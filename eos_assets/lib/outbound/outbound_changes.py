@@ -12,16 +12,15 @@ The removed files must still exist: VACUUM deletes them once they are older than
 retention, so a reader must follow the table more often than that.
 """
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from eos_assets.lib.delta.delta_log import file_uri, log_actions
 from eos_assets.lib.errors import EosError
 
 
@@ -55,28 +54,16 @@ def read_entry(table_uri: str, version: int) -> LogEntry:
     Raises:
         EosError: the entry is gone (log retention).
     """
-    fs, root = pafs.FileSystem.from_uri(table_uri)
-    path = f"{root.rstrip('/')}/_delta_log/{version:020d}.json"
-    try:
-        with fs.open_input_stream(path) as stream:
-            lines = stream.read().decode().splitlines()
-    except FileNotFoundError as exc:
-        raise EosError(
-            f"the log entry of version {version} of {table_uri} is gone (log retention): "
-            "follow the table more often than delta.logRetentionDuration"
-        ) from exc
+    fix = "follow the table more often than delta.logRetentionDuration"
     entry = LogEntry(version, None)
     operation = None
-    for line in lines:
-        action = json.loads(line) if line.strip() else {}
+    for action in log_actions(table_uri, version, fix):
         if "commitInfo" in action:
             operation = action["commitInfo"].get("operation")
         for kind, files in (("add", entry.added), ("remove", entry.removed)):
             item = action.get(kind)
             if item is not None and item.get("dataChange", True):
-                files.append(
-                    (_file_uri(table_uri, item["path"]), item.get("partitionValues") or {})
-                )
+                files.append((file_uri(table_uri, item["path"]), item.get("partitionValues") or {}))
     return LogEntry(version, operation, entry.added, entry.removed)
 
 
@@ -134,10 +121,3 @@ def _read(
             piece = piece.append_column(name, column.cast(schema.field(name).type))
         pieces.append(piece.select(schema.names).cast(schema))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
-
-
-def _file_uri(table_uri: str, path: str) -> str:
-    path = unquote(path)
-    if "://" in path or path.startswith("/"):
-        return path
-    return f"{table_uri.rstrip('/')}/{path}"
