@@ -19,7 +19,6 @@ audit fails on it. Offsets a declared start passed over when the table first rea
 a row of bronze among them is invented.
 """
 
-import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,14 +29,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.ingest.commit_log import read_ingest_log
 from eos_assets.lib.ingest.reader import reader_config
+from eos_assets.lib.kafka.kafka_admin import quiet_logger
 from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 from eos_assets.lib.kafka.lag import table_positions
 
 SAMPLE = 10
 
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+_quiet = quiet_logger(__name__)
 
 Digests = dict[int, int]  # offset -> hash of (key, value)
 

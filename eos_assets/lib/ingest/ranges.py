@@ -68,15 +68,8 @@ class PartitionPlan:
 
     @property
     def lost(self) -> OffsetRange | None:
-        """Offsets ``[position, low)`` Kafka deleted before the table read them, if any.
-
-        Retention (or delete-records) moved the low watermark past the table's position: these
-        offsets can never be read. They may have held records, markers or aborted records; no
-        one can tell any more, so every one of them counts as lost.
-        """
-        if self.position is None or self.position >= self.low:
-            return None
-        return OffsetRange(self.topic, self.partition, self.position, self.low)
+        """Offsets ``[position, low)`` Kafka deleted before the table read them, if any."""
+        return lost_range(self.topic, self.partition, self.position, self.low)
 
     @property
     def first_read(self) -> OffsetRange | None:
@@ -124,6 +117,18 @@ def start_offsets(
             start = max(position, low)
         plans.append(PartitionPlan(tp[0], tp[1], position, low, stable_end, start))
     return plans
+
+
+def lost_range(topic: str, partition: int, position: int | None, low: int) -> OffsetRange | None:
+    """Offsets ``[position, low)`` Kafka deleted before the table read them, if any.
+
+    Retention (or delete-records) moved the low watermark past the table's position: these
+    offsets can never be read. They may have held records, markers or aborted records; no
+    one can tell any more, so every one of them counts as lost.
+    """
+    if position is None or position >= low:
+        return None
+    return OffsetRange(topic, partition, position, low)
 
 
 def lost_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:

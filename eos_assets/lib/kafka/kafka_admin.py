@@ -7,20 +7,35 @@ import time
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,  # pyright: ignore[reportPrivateImportUsage] (documented; the stub hides it)
+)
 from confluent_kafka.cimpl import NewTopic  # the documented admin module's stub hides it
 
 from eos_assets.lib.errors import BrokerError
 
-# A probe of a broker that is down is expected to fail: keep librdkafka's retry chatter
-# ("Connect to ... failed", every 50 ms) off the terminal; the caller raises one clear line.
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
 # The topic and transactional id that probe_transactions uses.
 READY_TOPIC = "__eos_assets_ready"
 # Suffixes of the topics the product writes: never read as a stream's input.
 _OWN = ("-agg-out", ".position")
+_START_OR_FIX = "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+
+
+def quiet_logger(module: str) -> logging.Logger:
+    """The logger for the librdkafka clients of ``module``: it drops what they log.
+
+    A client of a broker that is down or that fenced it logs every failed connect (every
+    50 ms); its caller raises one clear line instead.
+    """
+    quiet = logging.getLogger(f"{module}.librdkafka")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    return quiet
+
+
+# A probe of a broker that is down is expected to fail: the caller raises one clear line.
+_quiet = quiet_logger(__name__)
 
 
 def probe(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> bool:
@@ -47,8 +62,7 @@ def wait_ready(
             return
         if time.monotonic() >= deadline:
             raise BrokerError(
-                f"Kafka at {bootstrap} did not answer within {timeout:g}s: "
-                "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
+                f"Kafka at {bootstrap} did not answer within {timeout:g}s: {_START_OR_FIX}"
             )
         time.sleep(0.1)
 
@@ -65,10 +79,7 @@ def check_reachable(
         BrokerError: nothing listens at any address, or the broker does not answer.
     """
     if not any(_connects(host, port, min(timeout, 3.0)) for host, port in _addresses(bootstrap)):
-        raise BrokerError(
-            f"Kafka at {bootstrap} is unreachable: "
-            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
-        )
+        raise BrokerError(f"Kafka at {bootstrap} is unreachable: {_START_OR_FIX}")
     if not probe(bootstrap, client_config, timeout):
         raise BrokerError(
             f"Kafka at {bootstrap} accepts connections but did not answer within {timeout:g}s: "
@@ -82,11 +93,13 @@ def ensure_topic(
     partitions: int,
     client_config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    topic_config: Mapping[str, str] | None = None,
 ) -> int:
     """Create ``topic`` with ``partitions`` partitions unless it exists; return its count.
 
-    An existing topic is left as it is, whatever its partition count: changing it would
-    move keys between partitions under running readers.
+    ``topic_config`` holds topic settings for the creation (``cleanup.policy``, say). An
+    existing topic is left as it is, whatever its partition count or settings: changing its
+    partitions would move keys between them under running readers.
 
     Raises:
         BrokerError: the topic cannot be created or its partitions never all appear.
@@ -95,15 +108,20 @@ def ensure_topic(
     existing = _partition_count(admin, bootstrap, topic, timeout)
     if existing:
         return existing
-    future = admin.create_topics([NewTopic(topic, partitions)], request_timeout=timeout)[topic]
+    settings = dict(topic_config or {})
+    spec = NewTopic(topic, partitions, config=settings)
+    future = admin.create_topics([spec], request_timeout=timeout)[topic]
     try:
         future.result(timeout)
     except KafkaException as exc:
         # Another client may have created it in between: that is as good as creating it.
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            wanted = ", ".join(
+                [f"{partitions} partition(s)", *[f"{k}={v}" for k, v in settings.items()]]
+            )
             raise BrokerError(
                 f"cannot create topic {topic} on Kafka at {bootstrap} ({exc.args[0].str()}): "
-                "create it yourself or grant this client the right to create topics"
+                f"create it yourself ({wanted}) or grant this client the right to create topics"
             ) from exc
     # Creation is acknowledged before every partition has a leader in the metadata.
     deadline = time.monotonic() + timeout
@@ -179,14 +197,7 @@ def matching_topics(client_config: Mapping[str, str], pattern: str, timeout: flo
         BrokerError: Kafka is unreachable.
     """
     bootstrap = client_config.get("bootstrap.servers", "")
-    admin = AdminClient(dict(client_config), logger=_quiet)
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerError(
-            f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): "
-            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
-        ) from exc
+    metadata = topic_metadata(AdminClient(dict(client_config), logger=_quiet), bootstrap, timeout)
     regex = re.compile(pattern)
     return sorted(
         name
@@ -195,16 +206,26 @@ def matching_topics(client_config: Mapping[str, str], pattern: str, timeout: flo
     )
 
 
+def topic_metadata(
+    client: AdminClient | Consumer, bootstrap: str, timeout: float, topic: str | None = None
+) -> ClusterMetadata:
+    """The broker's metadata of ``topic`` (every topic when None), as ``client`` asks for it.
+
+    Raises:
+        BrokerError: Kafka is unreachable.
+    """
+    try:
+        return client.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerError(
+            f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): {_START_OR_FIX}"
+        ) from exc
+
+
 def _partition_count(admin: AdminClient, bootstrap: str, topic: str, timeout: float) -> int:
     # All topics, not list_topics(topic=...): a metadata request naming a missing topic can
     # auto-create it with the broker's default partition count.
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerError(
-            f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): "
-            "start it (`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
-        ) from exc
+    metadata = topic_metadata(admin, bootstrap, timeout)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
         return 0

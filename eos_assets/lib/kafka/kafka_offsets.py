@@ -7,13 +7,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from eos_assets.lib.errors import BrokerError, TopicMissingError
 from eos_assets.lib.ingest.ranges import OffsetRange
-from eos_assets.lib.kafka.kafka_admin import check_reachable
+from eos_assets.lib.kafka.kafka_admin import check_reachable, quiet_logger, topic_metadata
 
 log = logging.getLogger(__name__)
-# librdkafka logs every failed connect (every 50 ms) to stderr; the caller raises one clear line.
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+_quiet = quiet_logger(__name__)
 
 
 def _consumer(client_config: Mapping[str, str], group_id: str) -> Consumer:
@@ -52,14 +49,7 @@ def partition_bounds(
     try:
         bounds: dict[tuple[str, int], tuple[int, int]] = {}
         for topic in topics:
-            try:
-                meta = consumer.list_topics(topic, timeout=timeout_s)
-            except KafkaException as exc:
-                raise BrokerError(
-                    f"Kafka at {bootstrap} is unreachable ({exc.args[0].str()}): start it "
-                    "(`eos-assets broker up`) or fix EOS_KAFKA_BOOTSTRAP"
-                ) from exc
-            info = meta.topics.get(topic)
+            info = topic_metadata(consumer, bootstrap, timeout_s, topic).topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
                 raise TopicMissingError(topic, bootstrap)
             for partition in sorted(info.partitions):

@@ -9,7 +9,6 @@ late and the age is 0. Kafka group offsets are never read.
 """
 
 import dataclasses
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,14 +18,13 @@ from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.txn_ids import partition_app
-from eos_assets.lib.ingest.ranges import OffsetRange, start_offsets
+from eos_assets.lib.ingest.ranges import OffsetRange, lost_range, start_offsets
 from eos_assets.lib.ingest.reader import reader_config
+from eos_assets.lib.kafka.kafka_admin import quiet_logger
 from eos_assets.lib.kafka.kafka_offsets import high_watermarks, partition_bounds
 from eos_assets.lib.kafka.starts import EARLIEST, never_read_starts
 
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+_quiet = quiet_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,9 +70,7 @@ class PartitionLag:
     @property
     def lost(self) -> OffsetRange | None:
         """Offsets ``[position, low)`` Kafka deleted before the table read them, if any."""
-        if self.position is None or self.position >= self.low:
-            return None
-        return OffsetRange(self.topic, self.partition, self.position, self.low)
+        return lost_range(self.topic, self.partition, self.position, self.low)
 
     @property
     def held_back(self) -> int:

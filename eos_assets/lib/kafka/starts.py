@@ -8,7 +8,6 @@ commit records the offsets passed over (``eos.skipped``) and pins the position, 
 once read always continues from where it stands.
 """
 
-import logging
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -17,12 +16,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from eos_assets.lib.errors import BrokerError, EosError
 from eos_assets.lib.ingest.ranges import TopicPartition as Tp
 from eos_assets.lib.ingest.reader import reader_config
+from eos_assets.lib.kafka.kafka_admin import quiet_logger
 
 EARLIEST = "earliest"
 LATEST = "latest"
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+_quiet = quiet_logger(__name__)
 # Why the offsets before a declared start are not in the table (``eos.skipped``'s reason).
 SKIP_REASON = "declared start"
 

@@ -20,15 +20,12 @@ ends (committed, aborted, or expired after its ``transaction.timeout.ms``).
 """
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.kafka import kafka_admin
@@ -37,10 +34,8 @@ TIMEOUT_S = 30.0
 # Long enough for another producer's transaction on the position topic to end: librdkafka's
 # default transaction.timeout.ms is 60 s, and the broker looks for expired ones every 10 s.
 _READ_LIMIT_S = 90.0
-# A fenced or finished client may log the broker's disconnects; callers raise one clear line.
-_quiet = logging.getLogger(f"{__name__}.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
+# A fenced or finished client may log the broker's disconnects.
+_quiet = kafka_admin.quiet_logger(__name__)
 _NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 LogRecord = tuple[int, bytes | None, bytes | None]
@@ -75,20 +70,10 @@ def ensure_topics(config: Mapping[str, str], topic: str, partitions: int) -> Non
     """
     bootstrap = config["bootstrap.servers"]
     kafka_admin.ensure_topic(bootstrap, topic, partitions, config)
-    name = position_topic(topic)
-    admin = AdminClient(dict(config), logger=_quiet)
-    if name in admin.list_topics(timeout=TIMEOUT_S).topics:
-        return
-    spec = NewTopic(name, 1, config={"cleanup.policy": "compact"})
-    try:
-        admin.create_topics([spec], request_timeout=TIMEOUT_S)[name].result(TIMEOUT_S)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise BrokerError(
-                f"cannot create topic {name} on Kafka at {bootstrap} ({exc.args[0].str()}): "
-                "create it (one partition, cleanup.policy=compact) or grant the right to"
-            ) from exc
-    kafka_admin.ensure_topic(bootstrap, name, 1, config)
+    compacted = {"cleanup.policy": "compact"}
+    kafka_admin.ensure_topic(
+        bootstrap, position_topic(topic), 1, config, TIMEOUT_S, topic_config=compacted
+    )
 
 
 def start(config: Mapping[str, str], topic: str, publisher: str) -> Session:
