@@ -40,7 +40,7 @@ class Settings:
         kafka_client: extra librdkafka properties from ``EOS_KAFKA_<NAME>`` variables
             (``EOS_KAFKA_SASL_MECHANISM`` -> ``sasl.mechanism``).
         agg_out_topic: Kafka topic that window revisions are published to; ``{stream}`` in
-            it stands for the stream's name (``agg_out_topic_of``).
+            it stands for the stream's name (``KafkaResource.agg_out_topic_of``).
         alert_url: HTTP endpoint that KPI alerts are delivered to; None records them only.
     """
 
@@ -76,10 +76,6 @@ class Settings:
             agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or AGG_OUT_TOPIC,
             alert_url=env.get("EOS_ALERT_URL") or None,
         )
-
-    def agg_out_topic_of(self, stream: str) -> str:
-        """The topic a stream's window revisions are published to."""
-        return self.agg_out_topic.replace("{stream}", stream)
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""

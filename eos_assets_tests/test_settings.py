@@ -10,6 +10,7 @@ from dagster_pyspark import LazyPySparkResource
 from eos_assets.lib.errors import ConfigError, SparkServerError
 from eos_assets.lib.revenue.alerts import AlertPolicy
 from eos_assets.resources import build_resources
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.spark import LocalSparkResource, quick_start_run_config, spark_session
 from eos_assets.settings import (
@@ -84,6 +85,18 @@ def test_sasl_password_reaches_the_client_from_an_env_var_only(
     assert config["sasl.password"] == "s3cret" and config["bootstrap.servers"] == "k1:9092"
 
 
+def test_outbound_settings_reach_the_assets_through_their_resources() -> None:
+    env = {"EOS_AGG_OUT_TOPIC": "lake.{stream}.windows", "EOS_ALERT_URL": "http://alerts:8080"}
+    resources = build_resources(Settings.from_env(env))
+    kafka, alerts = resources["kafka"], resources["alerts"]
+    assert isinstance(kafka, KafkaResource) and isinstance(alerts, AlertsResource)
+    assert kafka.agg_out_topic_of("orders") == "lake.orders.windows"
+    assert alerts.url == "http://alerts:8080"
+    defaults = build_resources(Settings.from_env({}))
+    assert defaults["kafka"].agg_out_topic_of("page_views") == "page_views-agg-out"
+    assert defaults["alerts"].url is None
+
+
 def test_spark_connect_chooses_the_session() -> None:
     assert Settings.from_env({}).spark_connect is None  # classic, in-process
     remote = Settings.from_env({"EOS_SPARK_CONNECT": "sc://spark.example:15002"})
@@ -139,7 +152,7 @@ def test_alert_policy_and_publisher_lag_come_from_the_settings() -> None:
     policy = read_alert_policy({"EOS_ALERT_REVENUE_MIN": "-5", "EOS_ALERT_MAX_ATTEMPTS": "3"})
     assert (policy.revenue_min, policy.max_attempts, policy.timeout_s) == (-5.0, 3, 10.0)
     assert read_alert_policy({}) == AlertPolicy()
-    with pytest.raises(ConfigError, match=r"^EOS_ALERT_MAX_ATTEMPTS='0' is not a positive whole number"):
+    with pytest.raises(ConfigError, match=r"^EOS_ALERT_MAX_ATTEMPTS='0' is not a positive whole"):
         read_alert_policy({"EOS_ALERT_MAX_ATTEMPTS": "0"})
     with pytest.raises(ConfigError, match=r"^EOS_ALERT_TIMEOUT_S='soon' is not a number"):
         read_alert_policy({"EOS_ALERT_TIMEOUT_S": "soon"})

@@ -17,6 +17,7 @@ from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark.spark_env import spark_config
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
@@ -72,6 +73,7 @@ class BenchLake:
     def resources(self) -> dict[str, Any]:
         """The product's resources, pointed at this lake and topic."""
         return {
+            "alerts": AlertsResource(),
             "kafka": KafkaResource(bootstrap_servers=self.bootstrap, topics=[self.topic]),
             "lake": LakeResource(root=str(self.root / "lake")),
             "pyspark": LazyPySparkResource(spark_config=spark_config(self.master)),

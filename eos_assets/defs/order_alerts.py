@@ -15,8 +15,8 @@ from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound import alert_ledger
 from eos_assets.lib.outbound.alert_notify import stuck
 from eos_assets.lib.revenue.alerts import notify
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets.settings import Settings, read_alert_policy
 
 ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
 
@@ -33,15 +33,17 @@ def alert_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksDef
         op_tags=AFTER_SERVING,
         pool=OUTBOUND_POOL,
     )
-    def kpi_alerts(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    def kpi_alerts(
+        context: dg.AssetExecutionContext, lake: LakeResource, alerts: AlertsResource
+    ) -> dg.MaterializeResult:
         """KPI alerts on final windows, delivered to EOS_ALERT_URL with an idempotency key.
 
         Rules and retries come from ``EOS_ALERT_*`` variables; the table is the delivery ledger
         (PENDING, SENDING, SUCCESS, FAILED, UNKNOWN per attempt). Without EOS_ALERT_URL the alerts
         are recorded as PENDING and nothing is delivered.
         """
-        url = Settings.from_env().alert_url
-        policy = run_or_fail(read_alert_policy)
+        url = alerts.url
+        policy = run_or_fail(alerts.policy)
         outcome = run_or_fail(
             lambda: notify(
                 lake.table_uri(*keys.kpi_window.path),
@@ -83,11 +85,11 @@ def alert_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksDef
         description="No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S "
         "(warns); alerts FAILED for good are counted.",
     )
-    def no_alert_stuck_in_flight(lake: LakeResource) -> dg.AssetCheckResult:
+    def no_alert_stuck_in_flight(lake: LakeResource, alerts: AlertsResource) -> dg.AssetCheckResult:
         """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""
         uri = lake.table_uri(*keys.kpi_alerts.path)
         try:
-            policy = read_alert_policy()
+            policy = alerts.policy()
             states = alert_ledger.read_states(uri, lake.storage_options)
         except (EosError, OSError, TableNotFoundError) as exc:
             return warn(False, f"cannot read the alert ledger at {uri}: {exc}", {})

@@ -20,7 +20,7 @@ from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound import outbound_publish
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets.settings import Settings, read_agg_out_max_behind
+from eos_assets.settings import read_agg_out_max_behind
 
 # One publisher at a time: runs may overlap (the lag sensor launches the next ingest once a
 # run has served its KPIs), and a second agg_out run would fence the first one (both have the
@@ -59,7 +59,7 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
         transactional.id per table and topic, so a new run fences a crashed or hung one; read with
         read_committed.
         """
-        topic = Settings.from_env().agg_out_topic_of(stream.name)
+        topic = kafka.agg_out_topic_of(stream.name)
         outcome = run_or_fail(
             lambda: outbound_publish.publish_windows(
                 stream.windows,
@@ -100,7 +100,7 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
         lake: LakeResource, kafka: KafkaResource
     ) -> dg.AssetCheckResult:
         """Warn when window revisions wait too long to reach Kafka."""
-        topic = Settings.from_env().agg_out_topic_of(stream.name)
+        topic = kafka.agg_out_topic_of(stream.name)
         try:
             limit = read_agg_out_max_behind()
             lag = outbound_publish.lag(

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_resource
@@ -21,7 +22,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             sasl_password=dg.EnvVar("EOS_KAFKA_SASL_PASSWORD")
             if "sasl.password" in settings.kafka_client
             else None,
+            agg_out_topic=settings.agg_out_topic,
         ),
+        "alerts": AlertsResource(url=settings.alert_url),
         "lake": LakeResource(root=settings.lake_root),
         "pyspark": spark_resource(settings),
         "warehouse": WarehouseResource(path=settings.warehouse),

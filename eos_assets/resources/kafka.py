@@ -8,7 +8,7 @@ from pydantic import Field
 
 from eos_assets.devkit import broker
 from eos_assets.lib.kafka.kafka_admin import matching_topics
-from eos_assets.settings import Settings
+from eos_assets.settings import AGG_OUT_TOPIC, Settings
 
 # Seconds to list the broker's topics for a topic pattern.
 _LIST_TIMEOUT_S = 10.0
@@ -39,6 +39,15 @@ class KafkaResource(dg.ConfigurableResource):
         default="eos-assets",
         description="Group that receives the advisory offset commits (for lag tools).",
     )
+    agg_out_topic: str = Field(
+        default=AGG_OUT_TOPIC,
+        description="Topic the window revisions are published to (EOS_AGG_OUT_TOPIC); {stream} "
+        "in it stands for the stream's name.",
+    )
+
+    def agg_out_topic_of(self, stream: str) -> str:
+        """The topic a stream's window revisions are published to."""
+        return self.agg_out_topic.replace("{stream}", stream)
 
     def topics_for(self, declared: Sequence[str], pattern: str | None = None) -> list[str]:
         """The topics a stream reads: this resource's override, ``EOS_TOPICS``, ``declared``,

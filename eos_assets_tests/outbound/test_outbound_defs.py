@@ -7,6 +7,7 @@ import dagster as dg
 import pytest
 
 from eos_assets.lib.outbound import alert_ledger, alert_notify
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.outbound.conftest import ENV, GoldLakes, run_outbound, windows_uri
@@ -19,13 +20,10 @@ from eos_assets_tests.support.orders import (
 )
 
 
-def materialize(asset: dg.AssetsDefinition, lake: Path, bootstrap: str) -> dict:
+def materialize(asset: dg.AssetsDefinition, lake: Path, **resources: object) -> dict:
     result = dg.materialize(
         [asset],
-        resources={
-            "lake": LakeResource(root=str(lake)),
-            "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=["orders"]),
-        },
+        resources={"lake": LakeResource(root=str(lake)), **resources},
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
@@ -44,18 +42,19 @@ def test_agg_out_check_fails_while_versions_wait_and_passes_once_published(
     gold_lakes: GoldLakes, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lake = gold_lakes.copy("early", tmp_path / "lake")
-    monkeypatch.setenv("EOS_AGG_OUT_TOPIC", f"agg-out-check-{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("EOS_AGG_OUT_MAX_BEHIND", "0")
-    resources = {
-        "lake": LakeResource(root=str(lake)),
-        "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap, topics=["orders"]),
-    }
+    kafka = KafkaResource(
+        bootstrap_servers=kafka_bootstrap,
+        topics=["orders"],
+        agg_out_topic=f"agg-out-check-{uuid.uuid4().hex[:6]}-{{stream}}",
+    )
+    resources = {"lake": LakeResource(root=str(lake)), "kafka": kafka}
     never = check(caught_up_with_window_aggregates, **resources)
     assert not never.passed and never.severity == dg.AssetCheckSeverity.WARN
     # Overlapping runs take turns: a second publisher would fence the first.
     assert agg_out.op.pool == kpi_alerts.op.pool == "eos_outbound"
-    first = materialize(agg_out, lake, kafka_bootstrap)
-    assert first["records"] > 0
+    first = materialize(agg_out, lake, kafka=kafka)
+    assert first["records"] > 0 and first["topic"].endswith("-orders")
     assert check(caught_up_with_window_aggregates, **resources).passed
     gold_lakes.copy("final", lake)  # new versions, not published yet
     behind = check(caught_up_with_window_aggregates, **resources)
@@ -63,7 +62,7 @@ def test_agg_out_check_fails_while_versions_wait_and_passes_once_published(
     monkeypatch.setenv("EOS_AGG_OUT_MAX_BEHIND", "5")
     assert check(caught_up_with_window_aggregates, **resources).passed
     monkeypatch.setenv("EOS_AGG_OUT_MAX_BEHIND", "0")
-    second = materialize(agg_out, lake, kafka_bootstrap)
+    second = materialize(agg_out, lake, kafka=kafka)
     assert second["versions_published"] and second["records"] > 0
     assert "OPTIMIZE" in second["versions_without_data_change"].values()
     assert check(caught_up_with_window_aggregates, **resources).passed
@@ -71,7 +70,6 @@ def test_agg_out_check_fails_while_versions_wait_and_passes_once_published(
 
 def test_alert_check_warns_about_a_delivery_left_in_flight_until_it_is_resolved(
     gold_lakes: GoldLakes,
-    kafka_bootstrap: str,
     endpoint: Endpoint,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -79,24 +77,23 @@ def test_alert_check_warns_about_a_delivery_left_in_flight_until_it_is_resolved(
     lake = gold_lakes.copy("final", tmp_path / "lake")
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("EOS_ALERT_URL", raising=False)
-    recorded = materialize(kpi_alerts, lake, kafka_bootstrap)
+    recorded = materialize(kpi_alerts, lake, alerts=AlertsResource())
     assert recorded["endpoint"] == "unset: nothing delivered" and recorded["delivered"] == 0
     assert recorded["ledger_states"] == {"PENDING": recorded["alerts_raised"]} != {}
     resource = LakeResource(root=str(lake))
-    assert check(no_alert_stuck_in_flight, lake=resource).passed
+    unset = AlertsResource()
+    assert check(no_alert_stuck_in_flight, lake=resource, alerts=unset).passed
     ledger = resource.table_uri("orders", "outbound", "kpi_alerts")
     args = ["notify", "--kpi", resource.table_uri("orders", "gold", "kpi_window")]
     args += ["--windows", windows_uri(lake), "--ledger", ledger, "--url", endpoint.url]
     killed = run_outbound(*args, crash_at=alert_notify.AFTER_SEND, env=ENV)
     assert killed.killed, killed.tail()
     monkeypatch.setenv("EOS_ALERT_STUCK_AFTER_S", "0.001")
-    stuck = check(no_alert_stuck_in_flight, lake=resource)
+    stuck = check(no_alert_stuck_in_flight, lake=resource, alerts=unset)
     assert not stuck.passed and stuck.severity == dg.AssetCheckSeverity.WARN
     assert stuck.metadata["stuck"].value == sorted(alert_ledger.read_states(ledger))
-    monkeypatch.setenv("EOS_ALERT_URL", endpoint.url)
-    delivered = materialize(kpi_alerts, lake, kafka_bootstrap)
+    delivered = materialize(kpi_alerts, lake, alerts=AlertsResource(url=endpoint.url))
     assert delivered["confirmed_by_status"] == 1
     assert delivered["ledger_states"] == {"SUCCESS": recorded["alerts_raised"]}
-    assert check(no_alert_stuck_in_flight, lake=resource).passed
+    assert check(no_alert_stuck_in_flight, lake=resource, alerts=unset).passed
     assert len(endpoint.applied) == recorded["alerts_raised"]

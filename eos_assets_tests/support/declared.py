@@ -15,6 +15,7 @@ import eos_assets.streams
 from eos_assets.components import builtin
 from eos_assets.declaration import StreamModel
 from eos_assets.lib.spark.spark_env import spark_config
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
@@ -50,6 +51,7 @@ def run_stream(
     """
     parts = builtin.build(model)
     resources: Mapping[str, Any] = {
+        "alerts": AlertsResource(),
         "kafka": KafkaResource(bootstrap_servers=bootstrap),
         "lake": LakeResource(root=lake_root),
         "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),

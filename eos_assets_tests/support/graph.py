@@ -21,6 +21,7 @@ from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
 from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.lib.spark.spark_env import spark_config
+from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
@@ -77,6 +78,7 @@ def window_config(window_minutes: float, grace_minutes: float) -> dict[str, Any]
 def resources(bootstrap: str, topic: str, lake_root: str, warehouse: Path) -> dict[str, Any]:
     """Real resources; the Spark one reuses the session of the ``spark`` fixture."""
     return {
+        "alerts": AlertsResource(),
         "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=[topic]),
         "lake": LakeResource(root=lake_root),
         "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),

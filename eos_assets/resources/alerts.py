@@ -1,0 +1,25 @@
+"""KPI alerts as a Dagster resource: where they are delivered, and their rules."""
+
+import dagster as dg
+from pydantic import Field
+
+from eos_assets.lib.revenue.alerts import AlertPolicy
+from eos_assets.settings import read_alert_policy
+
+
+class AlertsResource(dg.ConfigurableResource):
+    """The endpoint of the KPI alerts; their rules and retries are read at each run."""
+
+    url: str | None = Field(
+        default=None,
+        description="HTTP endpoint the alerts are delivered to (EOS_ALERT_URL); empty: alerts "
+        "are recorded in the ledger as PENDING and none is delivered.",
+    )
+
+    def policy(self) -> AlertPolicy:
+        """The rules and delivery settings (``EOS_ALERT_*``), read now: a change needs no reload.
+
+        Raises:
+            ConfigError: a variable does not parse.
+        """
+        return read_alert_policy()
