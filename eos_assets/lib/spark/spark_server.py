@@ -18,18 +18,17 @@ the next run starts the session afresh under the same id.
 """
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from eos_assets.lib.errors import EosError, SparkServerError
+from eos_assets.lib.local_process import read_record, runs_main_class, write_record
 from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import spark_config
@@ -162,10 +161,7 @@ def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
             port = previous if port_free(previous) else 0
     info = start_server(folder, master=master, port=port)
     saved.write_text(info.url.rsplit(":", 1)[1])
-    path = _state_file(state_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(info)))
-    tmp.replace(path)  # atomic: a reader never sees half a file
+    write_record(_state_file(state_dir), info)
     return info
 
 
@@ -199,10 +195,7 @@ def local_url(state_dir: Path) -> str:
 
 
 def _read_state(state_dir: Path) -> ServerInfo | None:
-    try:
-        return ServerInfo(**json.loads(_state_file(state_dir).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return read_record(_state_file(state_dir), ServerInfo)
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -244,12 +237,7 @@ def _alive(pid: int) -> bool:
 
 
 def _is_server(pid: int) -> bool:
-    if not _alive(pid):
-        return False
-    try:
-        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
-        return sys.platform != "linux"  # no procfs (macOS): trust the live pid
+    return _alive(pid) and runs_main_class(pid, MAIN_CLASS)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
