@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from deltalake import DeltaTable
 
+from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.kafka.lag import PartitionLag, measure_lag
 from eos_assets.lib.kafka.starts import EARLIEST
 
@@ -73,7 +74,7 @@ class FreshnessReport:
 def last_ingest_ms(dt: DeltaTable, limit: int = 100) -> int | None:
     """Commit time (ms) of the latest ingest commit among the last ``limit`` versions."""
     for entry in dt.history(limit):
-        if entry.get("eos.operation") == "ingest":
+        if entry.get(txn_ids.OPERATION) == txn_ids.INGEST:
             return int(entry.get("timestamp") or 0)
     return None
 

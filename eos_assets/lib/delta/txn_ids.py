@@ -8,6 +8,9 @@ they account for (DESIGN.md, "Positions live with the data"). These are all of t
   consumed (``upstream_app``);
 - ``gold/window_aggregates`` also keeps the windows' progress and their size, so that a rerun
   and a size change are judged from the table alone.
+
+The keys of the commit metadata the product writes beside them live here too: the checks and
+the increments read them back.
 """
 
 UPSTREAM_PREFIX = "eos:upstream:"
@@ -30,3 +33,14 @@ def upstream_app(upstream_key: str) -> str:
 
 FROM_BRONZE = upstream_app("bronze/raw_events")
 FROM_SILVER = upstream_app("silver/events")
+
+
+# Commit metadata (Delta commitInfo) keys.
+OPERATION = "eos.operation"  # which step wrote the commit: INGEST, or a derived table's name
+INGEST = "ingest"
+RUN_ID = "eos.run_id"  # finds a run's own commit when its answer was lost
+RANGES = "eos.ranges"  # bronze: the offset ranges the run read, one entry per partition range
+LOST = "eos.lost"  # bronze: offsets Kafka deleted before they were read, accepted as lost
+SKIPPED = "eos.skipped"  # bronze: retained offsets a declared start passed over
+UPSTREAM = "eos.upstream"  # derived: the upstream table it read
+UPSTREAM_VERSIONS = "eos.upstream_versions"  # derived: [first, last] upstream version consumed

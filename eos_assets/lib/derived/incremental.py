@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from eos_assets.lib.delta import delta_io
+from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import increments
 from eos_assets.lib.errors import EosError
 
@@ -96,10 +96,10 @@ class Attempt:
     def metadata(self, operation: str, **extra: Any) -> dict[str, Any]:
         """Commit metadata naming the run and what it consumed."""
         return {
-            "eos.operation": operation,
-            "eos.upstream": self.increment.upstream_uri,
-            "eos.upstream_versions": [self.increment.first_version, self.increment.version],
-            "eos.run_id": self.run_id,
+            txn_ids.OPERATION: operation,
+            txn_ids.UPSTREAM: self.increment.upstream_uri,
+            txn_ids.UPSTREAM_VERSIONS: [self.increment.first_version, self.increment.version],
+            txn_ids.RUN_ID: self.run_id,
             **extra,
         }
 
@@ -137,7 +137,9 @@ def run(
             except CommitFailedError:
                 log.warning("%s: concurrent commit (attempt %d); re-planning", what, number)
                 continue
-            outcome.version = delta_io.find_commit(table.uri, "eos.run_id", attempt.run_id, options)
+            outcome.version = delta_io.find_commit(
+                table.uri, txn_ids.RUN_ID, attempt.run_id, options
+            )
         outcome.seconds["total"] = time.monotonic() - started
         return outcome
     raise EosError(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.delta.txn_ids import partition_app
 
 RANGE_SCHEMA = pa.schema(
@@ -82,9 +83,9 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
     for entry in dt.history():
         version = int(entry["version"])
         first_version = min(first_version, version)
-        if entry.get("eos.operation") != "ingest":
+        if entry.get(txn_ids.OPERATION) != txn_ids.INGEST:
             continue
-        for r in entry.get("eos.ranges") or []:
+        for r in entry.get(txn_ids.RANGES) or []:
             row: Mapping[str, object] = {
                 **r,
                 "version": version,
@@ -92,10 +93,10 @@ def read_ingest_log(dt: DeltaTable) -> IngestLog:
             }
             for name in RANGE_SCHEMA.names:
                 rows[name].append(row.get(name, 0))
-        for r in entry.get("eos.lost") or []:
+        for r in entry.get(txn_ids.LOST) or []:
             for name in LOST_SCHEMA.names:
                 lost[name].append(version if name == "version" else r[name])
-        for r in entry.get("eos.skipped") or []:
+        for r in entry.get(txn_ids.SKIPPED) or []:
             for name in SKIPPED_SCHEMA.names:
                 skipped[name].append(version if name == "version" else r.get(name))
     ranges = pa.table(rows, schema=RANGE_SCHEMA).sort_by([("version", "ascending")])

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
-from eos_assets.lib.delta import delta_io
+from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.delta.txn_ids import partition_app
 from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.ingest.ranges import (
@@ -232,11 +232,11 @@ def ingest_bronze(
         outcome.skipped = skipped
         declared = {"reason": SKIP_REASON, "declared": options.start}
         metadata = {
-            "eos.operation": "ingest",
-            "eos.run_id": outcome.run_id,
-            "eos.ranges": outcome.ranges(),
-            "eos.lost": [r.as_dict() for r in lost],
-            "eos.skipped": [{**r.as_dict(), **declared} for r in skipped],
+            txn_ids.OPERATION: txn_ids.INGEST,
+            txn_ids.RUN_ID: outcome.run_id,
+            txn_ids.RANGES: outcome.ranges(),
+            txn_ids.LOST: [r.as_dict() for r in lost],
+            txn_ids.SKIPPED: [{**r.as_dict(), **declared} for r in skipped],
         }
         actions = [delta_io.add_action(f.path, f.size, f.stats) for f in files]
         faults.crash_point(faults.BEFORE_COMMIT)
@@ -251,7 +251,7 @@ def ingest_bronze(
         outcome.seconds["commit"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_COMMIT)
         outcome.version = delta_io.find_commit(
-            table_uri, "eos.run_id", outcome.run_id, storage_options
+            table_uri, txn_ids.RUN_ID, outcome.run_id, storage_options
         )
 
         began = time.monotonic()
