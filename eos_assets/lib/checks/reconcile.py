@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from eos_assets.lib.contract.stream_shape import COUNT, COUNT_DISTINCT, SUM, Measure, WindowShape
+from eos_assets.lib.delta import delta_io
 
 SAMPLE = 10
 TOLERANCE = 1e-6  # relative, for float sums computed in another order
@@ -55,18 +53,8 @@ def read_version(
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> pa.Table:
-    """The table at ``version`` (latest when None) as Arrow, through an explicit filesystem."""
-    options = dict(storage_options or {})
-    dt = DeltaTable(uri, version=version, storage_options=options)
-    schema = pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
-    files = dt.file_uris()
-    if not files:
-        empty = schema.empty_table()
-        return empty.select(list(columns)) if columns else empty
-    fs, _ = pafs.FileSystem.from_uri(files[0])
-    paths = [pafs.FileSystem.from_uri(f)[1] for f in files]
-    cols = list(columns) if columns else None
-    return pq.read_table(paths, filesystem=fs, columns=cols, schema=schema)
+    """The table at ``version`` (latest when None) as Arrow (``delta_io.read_arrow``)."""
+    return delta_io.read_arrow(uri, storage_options, columns, version)
 
 
 def unique_event_ids(silver: pa.Table) -> Report:
@@ -263,7 +251,7 @@ def reconcile_serving(
             report.problems.append(f"{table.name}: never mirrored into DuckDB")
             report.problem_count += 1
             continue
-        delta = read_version(table.uri, int(version), storage_options=storage_options)
+        delta = delta_io.read_arrow(table.uri, storage_options, version=int(version))
         measures = [f.name for f in delta.schema if f.name not in table.key]
         con.register("delta_rows", delta)
         keys = [f'"{k}"' for k in table.key]

@@ -252,15 +252,19 @@ def _sql_literal(value: object) -> str:
 
 
 def read_arrow(
-    uri: str, storage_options: Mapping[str, str] | None = None, columns: Sequence[str] | None = None
+    uri: str,
+    storage_options: Mapping[str, str] | None = None,
+    columns: Sequence[str] | None = None,
+    version: int | None = None,
 ) -> pa.Table:
-    """The whole latest snapshot of the small table at ``uri`` as Arrow, read from its files.
+    """The whole snapshot at ``version`` (latest when None) of the small table at ``uri`` as
+    Arrow, read from its files.
 
     Reads the Parquet files through an explicit pyarrow filesystem (delta-rs's default one can
     abort the interpreter at exit); valid because tables here have no deletion vectors. For a
     slice of a snapshot, with partition values filled in, use ``read_rows``.
     """
-    dt = load(uri, storage_options)
+    dt = DeltaTable(uri, version=version, storage_options=dict(storage_options or {}))
     schema = pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
     files = dt.file_uris()
     if not files:

@@ -21,7 +21,7 @@ delta-rs merge that carries the consumed silver version as its ``txn``.
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,6 +31,7 @@ from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import incremental, increments
+from eos_assets.lib.derived.outcome import DerivedOutcome
 from eos_assets.lib.derived.silver_events import stored_schema
 
 UPSTREAM = "silver/events"
@@ -92,10 +93,9 @@ class EntitySpec:
 
 
 @dataclass
-class EntityStateOutcome:
-    """What one run did; ``version`` is None when nothing was committed."""
+class EntityStateOutcome(DerivedOutcome):
+    """What one run of silver/entity_state did, besides what every derived table reports."""
 
-    version: int | None = None
     silver_versions: tuple[int, int] | None = None
     events: int = 0
     entities_touched: int = 0
@@ -103,8 +103,6 @@ class EntityStateOutcome:
     entities_updated: int = 0
     files_rewritten: int = 0
     rows_copied: int = 0
-    attempts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def update_entity_state(

@@ -41,6 +41,7 @@ from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
 from eos_assets.lib.delta import delta_io, file_writer, txn_ids
 from eos_assets.lib.derived import incremental, increments
+from eos_assets.lib.derived.outcome import DerivedOutcome
 
 UPSTREAM = "bronze/raw_events"
 APP = txn_ids.FROM_BRONZE
@@ -77,10 +78,9 @@ def stored_schema(events: DeltaTable) -> pa.Schema:
 
 
 @dataclass
-class EventsOutcome:
-    """What one run did; ``version`` is None when nothing was committed."""
+class EventsOutcome(DerivedOutcome):
+    """What one run of silver/events did, besides what every derived table reports."""
 
-    version: int | None = None
     bronze_versions: tuple[int, int] | None = None
     bronze_rows: int = 0
     malformed: int = 0
@@ -91,8 +91,6 @@ class EventsOutcome:
     existing_files_read: int = 0
     existing_rows_read: int = 0
     files_written: int = 0
-    attempts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def update_events(

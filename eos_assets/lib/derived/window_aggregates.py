@@ -26,7 +26,7 @@ and commits.
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.contract.stream_shape import Contract, WindowShape
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental, increments
+from eos_assets.lib.derived.outcome import DerivedOutcome
 from eos_assets.lib.derived.silver_events import PARTITION_BY, events_schema, merge_ranges
 from eos_assets.lib.derived.window_compute import (
     WindowStream,
@@ -71,10 +72,9 @@ CRASH_POINTS = (AFTER_LATE_EVENTS, AFTER_COMMIT)
 
 
 @dataclass
-class WindowsOutcome:
-    """What one run did; ``version`` is None when nothing was committed."""
+class WindowsOutcome(DerivedOutcome):
+    """What one run of the window tables did, besides what every derived table reports."""
 
-    version: int | None = None
     late_version: int | None = None
     silver_versions: tuple[int, int] | None = None
     events: int = 0
@@ -83,8 +83,6 @@ class WindowsOutcome:
     windows_finalized: int = 0
     silver_rows_read: int = 0
     watermark: datetime | None = None
-    attempts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def update_windows(

@@ -28,7 +28,8 @@ from eos_assets.lib.delta import txn_ids
 
 UPSTREAM = "silver/events"
 APP = txn_ids.FROM_SILVER
-# State of gold/window_aggregates, kept as txn actions next to APP (microseconds, seconds).
+# State of gold/window_aggregates, kept as txn actions next to APP (microseconds, seconds);
+# gold/kpi_window keeps its size as SIZE_APP too.
 MAX_EVENT_TIME_APP = txn_ids.MAX_EVENT_TIME
 WATERMARK_APP = txn_ids.WATERMARK
 SIZE_APP = txn_ids.WINDOW_SIZE

@@ -19,7 +19,7 @@ share: the schemas, the formulas (``finish``) and the counters computed with Spa
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -29,11 +29,11 @@ from pyspark.sql import functions as F
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import increments
+from eos_assets.lib.derived.outcome import DerivedOutcome
 from eos_assets.lib.derived.windows import NO_VALUE
 
 UPSTREAM = "silver/events"
 APP = txn_ids.FROM_SILVER
-SIZE_APP = txn_ids.WINDOW_SIZE
 KINDS = ("created", "paid", "cancelled", "refunded")
 NO_CURRENCY = NO_VALUE
 
@@ -85,10 +85,9 @@ _READ_EVENTS = pa.schema(
 
 
 @dataclass
-class KpiOutcome:
-    """What one run did; ``version`` is None when nothing was committed."""
+class KpiOutcome(DerivedOutcome):
+    """What one run of a KPI table did, besides what every derived table reports."""
 
-    version: int | None = None
     silver_versions: tuple[int, int] | None = None
     events: int = 0
     rows_written: int = 0
@@ -96,8 +95,6 @@ class KpiOutcome:
     new_customers: int = 0
     set_rows_read: int = 0
     customers_version: int | None = None
-    attempts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def finish(counters: Mapping[str, Any], unique_customers: int) -> dict[str, Any]:

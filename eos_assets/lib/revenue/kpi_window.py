@@ -19,7 +19,7 @@ from eos_assets.lib import faults
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental
 from eos_assets.lib.derived.window_aggregates import window_rows
-from eos_assets.lib.derived.windows import at, micros_of
+from eos_assets.lib.derived.windows import SIZE_APP, at, micros_of
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.revenue.kpi import (
     AFTER_COMMIT,
@@ -27,7 +27,6 @@ from eos_assets.lib.revenue.kpi import (
     KPI_WINDOW_KEY,
     KPI_WINDOW_SCHEMA,
     NO_CURRENCY,
-    SIZE_APP,
     KpiOutcome,
     counters,
     finish,
