@@ -31,7 +31,7 @@ from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.outcome import DerivedOutcome
+from eos_assets.lib.derived.incremental import Outcome
 from eos_assets.lib.derived.silver_events import stored_schema
 
 UPSTREAM = "silver/events"
@@ -93,7 +93,7 @@ class EntitySpec:
 
 
 @dataclass
-class EntityStateOutcome(DerivedOutcome):
+class EntityStateOutcome(Outcome):
     """What one run of silver/entity_state did, besides what every derived table reports."""
 
     silver_versions: tuple[int, int] | None = None

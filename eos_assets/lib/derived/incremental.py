@@ -21,8 +21,8 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
@@ -36,12 +36,19 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 
 
-class Outcome(Protocol):
-    """What a derived table's run reports; ``version`` stays None when nothing was committed."""
+@dataclass
+class Outcome:
+    """What every derived table's run reports; each table's outcome adds its own counts.
 
-    version: int | None
-    attempts: int
-    seconds: dict[str, float]
+    Attributes:
+        version: the table version the run committed; None when nothing was committed.
+        attempts: attempts made (more than one after a lost commit race).
+        seconds: time spent by phase; ``total`` for the whole run.
+    """
+
+    version: int | None = None
+    attempts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)

@@ -41,7 +41,7 @@ from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
 from eos_assets.lib.delta import delta_io, file_writer, txn_ids
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.outcome import DerivedOutcome
+from eos_assets.lib.derived.incremental import Outcome
 
 UPSTREAM = "bronze/raw_events"
 APP = txn_ids.FROM_BRONZE
@@ -78,7 +78,7 @@ def stored_schema(events: DeltaTable) -> pa.Schema:
 
 
 @dataclass
-class EventsOutcome(DerivedOutcome):
+class EventsOutcome(Outcome):
     """What one run of silver/events did, besides what every derived table reports."""
 
     bronze_versions: tuple[int, int] | None = None

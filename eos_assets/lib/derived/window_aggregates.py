@@ -41,7 +41,7 @@ from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.contract.stream_shape import Contract, WindowShape
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.outcome import DerivedOutcome
+from eos_assets.lib.derived.incremental import Outcome
 from eos_assets.lib.derived.silver_events import PARTITION_BY, events_schema, merge_ranges
 from eos_assets.lib.derived.window_compute import (
     WindowStream,
@@ -51,7 +51,6 @@ from eos_assets.lib.derived.window_compute import (
     recompute,
     window_schema,
 )
-from eos_assets.lib.derived.window_compute import window_rows as window_rows  # for kpi_window
 from eos_assets.lib.derived.windows import (
     APP,
     MAX_EVENT_TIME_APP,
@@ -72,7 +71,7 @@ CRASH_POINTS = (AFTER_LATE_EVENTS, AFTER_COMMIT)
 
 
 @dataclass
-class WindowsOutcome(DerivedOutcome):
+class WindowsOutcome(Outcome):
     """What one run of the window tables did, besides what every derived table reports."""
 
     late_version: int | None = None

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import increments
-from eos_assets.lib.derived.outcome import DerivedOutcome
+from eos_assets.lib.derived.incremental import Outcome
 from eos_assets.lib.derived.windows import NO_VALUE
 
 UPSTREAM = "silver/events"
@@ -85,7 +85,7 @@ _READ_EVENTS = pa.schema(
 
 
 @dataclass
-class KpiOutcome(DerivedOutcome):
+class KpiOutcome(Outcome):
     """What one run of a KPI table did, besides what every derived table reports."""
 
     silver_versions: tuple[int, int] | None = None

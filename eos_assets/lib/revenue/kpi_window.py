@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from eos_assets.lib import faults
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental
-from eos_assets.lib.derived.window_aggregates import window_rows
+from eos_assets.lib.derived.window_compute import window_rows
 from eos_assets.lib.derived.windows import SIZE_APP, at, micros_of
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.revenue.kpi import (
