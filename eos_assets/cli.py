@@ -160,24 +160,21 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
 
 def cmd_broker_up(args: argparse.Namespace) -> int:
     """Start the embedded broker unless it runs; print its bootstrap address."""
-    info = broker.up(Path(Settings.from_env().state_dir), port=args.port)
+    info = broker.up(_state_dir(), port=args.port)
     print(info.bootstrap)
     return 0
 
 
 def cmd_broker_down(args: argparse.Namespace) -> int:
     """Stop the embedded broker; a broker that is not running is not an error."""
-    stopped = broker.down(Path(Settings.from_env().state_dir))
-    print("stopped" if stopped else "not running")
-    return 0
+    return _stopped(broker.down(_state_dir()))
 
 
 def cmd_broker_status(args: argparse.Namespace) -> int:
     """Print where the embedded broker runs; exit 1 when it does not."""
-    info = broker.broker_status(Path(Settings.from_env().state_dir))
+    info = broker.broker_status(_state_dir())
     if info is None:
-        print("not running (start it with `eos-assets broker up`)")
-        return 1
+        return _not_running("broker")
     print(f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})")
     return 0
 
@@ -192,17 +189,14 @@ def cmd_spark_up(args: argparse.Namespace) -> int:
 
 def cmd_spark_down(args: argparse.Namespace) -> int:
     """Stop the local Spark Connect server; a server that is not running is not an error."""
-    stopped = spark_server.down(Path(Settings.from_env().state_dir))
-    print("stopped" if stopped else "not running")
-    return 0
+    return _stopped(spark_server.down(_state_dir()))
 
 
 def cmd_spark_status(args: argparse.Namespace) -> int:
     """Print where the local Spark Connect server runs; exit 1 when it does not."""
-    info = spark_server.server_status(Path(Settings.from_env().state_dir))
+    info = spark_server.server_status(_state_dir())
     if info is None:
-        print("not running (start it with `eos-assets spark up`)")
-        return 1
+        return _not_running("spark")
     print(f"running at {info.url} (pid {info.pid}, log {info.log})")
     return 0
 
@@ -265,3 +259,20 @@ def _timestamp(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
     # A time without a zone is taken as UTC, the zone of every event time.
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _state_dir() -> Path:
+    return Path(Settings.from_env().state_dir)
+
+
+def _stopped(stopped: bool) -> int:
+    """The end of ``down`` of a local service (``broker``, ``spark``): it says whether it
+    stopped one; a service that was not running is not an error."""
+    print("stopped" if stopped else "not running")
+    return 0
+
+
+def _not_running(command: str) -> int:
+    """The end of ``status`` of a local service found not running: how to start it, exit 1."""
+    print(f"not running (start it with `eos-assets {command} up`)")
+    return 1

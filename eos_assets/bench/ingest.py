@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import SparkSession
 
+from eos_assets.bench.report import Throughput
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.delta import delta_io
@@ -29,17 +30,12 @@ from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 
 
 @dataclass(frozen=True)
-class Pass:
+class Pass(Throughput):
     """One read of the whole topic: records and seconds."""
 
     kind: str
     records: int
     seconds: float
-
-    @property
-    def rate(self) -> float:
-        """Records per second."""
-        return self.records / self.seconds if self.seconds > 0 else 0.0
 
 
 def topic_ranges(client: Mapping[str, str], topic: str, slots: int) -> list[OffsetRange]:

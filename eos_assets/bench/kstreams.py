@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eos_assets.bench.compare import WindowKey
 from eos_assets.bench.peer_latency import read_committed
+from eos_assets.bench.report import Throughput
 from eos_assets.devkit import broker
 from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.lib.spark import jars
@@ -38,7 +39,22 @@ BACKLOG_PROPERTIES = {
 
 
 @dataclass(frozen=True)
-class StreamsRun:
+class PeerJob:
+    """What one run of the peer counts: the ``records`` committed records of ``topic``, read
+    with ``client``'s settings under ``guarantee``; the compiled ``classes``, a ``work`` folder
+    for its state, and the partitions of its (new) output topic."""
+
+    classes: Path
+    client: Mapping[str, str]
+    topic: str
+    records: int
+    guarantee: str
+    work: Path
+    partitions: int
+
+
+@dataclass(frozen=True)
+class StreamsRun(Throughput):
     """One run of the peer: input records read, seconds from start to its last count update,
     records Kafka Streams dropped (``dropped-records-total``: late for a closed window), and
     the commit interval in effect (ms)."""
@@ -49,11 +65,6 @@ class StreamsRun:
     dropped: int
     output_topic: str
     commit_ms: int
-
-    @property
-    def rate(self) -> float:
-        """Input records per second."""
-        return self.records / self.seconds if self.seconds > 0 else 0.0
 
 
 def compile_peer(out: Path) -> Path:
@@ -83,28 +94,20 @@ def compile_peer(out: Path) -> Path:
 
 
 def _command(
-    classes: Path,
-    client: Mapping[str, str],
-    topic: str,
-    records: int,
-    guarantee: str,
-    work: Path,
-    partitions: int,
-    settings: Mapping[str, str],
-    extra: Mapping[str, str] | None = None,
+    job: PeerJob, settings: Mapping[str, str], extra: Mapping[str, str] | None = None
 ) -> tuple[list[str], str]:
     """The peer's command line and its (new) output topic."""
-    bootstrap = client["bootstrap.servers"]
-    run_id = f"{guarantee}-{uuid.uuid4().hex[:6]}"
-    output = f"{topic}-kstreams-{run_id}"
-    broker.ensure_topic(bootstrap, output, partitions, dict(client))
-    state = work / run_id
+    bootstrap = job.client["bootstrap.servers"]
+    run_id = f"{job.guarantee}-{uuid.uuid4().hex[:6]}"
+    output = f"{job.topic}-kstreams-{run_id}"
+    broker.ensure_topic(bootstrap, output, job.partitions, dict(job.client))
+    state = job.work / run_id
     state.mkdir(parents=True, exist_ok=True)
     args = {
-        "bootstrap": bootstrap, "input": topic, "output": output, "app": f"bench-{run_id}",
-        "state": str(state), "guarantee": guarantee, "expected": str(records),
+        "bootstrap": bootstrap, "input": job.topic, "output": output, "app": f"bench-{run_id}",
+        "state": str(state), "guarantee": job.guarantee, "expected": str(job.records),
     }  # fmt: skip
-    classpath = f"{classes}:{jars.classpath('kafka-streams')}"
+    classpath = f"{job.classes}:{jars.classpath('kafka-streams')}"
     command = [require_java("the Kafka Streams peer"), "-Xmx1g", "-cp", classpath, MAIN]
     command += [f"{k}={v}" for k, v in args.items()]
     command += [f"{k}={v}" for k, v in (extra or {}).items()]
@@ -134,28 +137,17 @@ def _result(guarantee: str, output: str, code: int, stdout: str, stderr: str) ->
     )  # fmt: skip
 
 
-def run_peer(
-    classes: Path,
-    client: Mapping[str, str],
-    topic: str,
-    records: int,
-    guarantee: str,
-    work: Path,
-    partitions: int,
-    properties: Mapping[str, str] | None = None,
-) -> StreamsRun:
-    """Run the peer over the ``records`` committed records of ``topic`` with ``guarantee``
-    and further Kafka Streams ``properties`` (default ``BACKLOG_PROPERTIES``).
+def run_peer(job: PeerJob, properties: Mapping[str, str] | None = None) -> StreamsRun:
+    """Run the peer over the job's records, already committed, with further Kafka Streams
+    ``properties`` (default ``BACKLOG_PROPERTIES``).
 
     Raises:
         EosError: the program failed or timed out (its last line of output).
     """
     settings = BACKLOG_PROPERTIES if properties is None else properties
-    command, output = _command(
-        classes, client, topic, records, guarantee, work, partitions, settings
-    )
+    command, output = _command(job, settings)
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    return _result(guarantee, output, done.returncode, done.stdout, done.stderr)
+    return _result(job.guarantee, output, done.returncode, done.stdout, done.stderr)
 
 
 @dataclass
@@ -195,29 +187,19 @@ class LivePeer:
         return _result(self.guarantee, self.output_topic, code, out, self.stderr.read_text())
 
 
-def start_live(
-    classes: Path,
-    client: Mapping[str, str],
-    topic: str,
-    records: int,
-    guarantee: str,
-    work: Path,
-    partitions: int,
-) -> LivePeer:
-    """Start the peer on ``topic`` before its records are produced, with Kafka Streams'
+def start_live(job: PeerJob) -> LivePeer:
+    """Start the peer on the job's topic before its records are produced, with Kafka Streams'
     defaults (commit interval included: 100 ms under exactly_once_v2); it stops by itself
-    once it has read ``records`` records and its counts are quiet."""
+    once it has read the job's records and its counts are quiet."""
     # "default": the program leaves commit.interval.ms unset; idle 0 is Kafka Streams' own.
     extra = {"commit_ms": "default", "idle_ms": "0"}
-    command, output = _command(
-        classes, client, topic, records, guarantee, work, partitions, {}, extra
-    )
-    logs = work / f"live-{output}"
+    command, output = _command(job, {}, extra)
+    logs = job.work / f"live-{output}"
     logs.mkdir(parents=True, exist_ok=True)
     stdout, stderr = logs / "stdout.txt", logs / "stderr.txt"
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-    return LivePeer(guarantee, process, output, stdout, stderr)
+    return LivePeer(job.guarantee, process, output, stdout, stderr)
 
 
 def final_counts(client: Mapping[str, str], topic: str) -> dict[WindowKey, int]:

@@ -107,7 +107,8 @@ def ks_windows(
     """The Kafka Streams peer on a live stream of ``count`` events at ``rate``/s."""
     topic = new_topic(bootstrap, client, partitions, "ks")
     classes = kstreams.compile_peer(work / "classes")
-    live = kstreams.start_live(classes, client, topic, count, guarantee, work, partitions)
+    job = kstreams.PeerJob(classes, client, topic, count, guarantee, work, partitions)
+    live = kstreams.start_live(job)
     recorder = TopicRecorder(client, live.output_topic, partitions)
     try:
         live.wait_running()

@@ -105,7 +105,7 @@ def kstreams_lines(
     """Kafka Streams windowed counts under exactly_once_v2 and at_least_once."""
     classes = kstreams.compile_peer(work / "classes")
     runs = {
-        g: kstreams.run_peer(classes, client, topic, records, g, work, partitions)
+        g: kstreams.run_peer(kstreams.PeerJob(classes, client, topic, records, g, work, partitions))
         for g in kstreams.GUARANTEES
     }
     lines = []

@@ -31,6 +31,19 @@ class Measurement:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+class Throughput:
+    """The rate of a run that read ``records`` in ``seconds``: a base of the runs' dataclasses,
+    each of which declares both fields (in its own order)."""
+
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Records per second."""
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
 def at_least(value: float | None, bound: float) -> bool | None:
     """Whether ``value >= bound`` (None when nothing was measured)."""
     return None if value is None else value >= bound

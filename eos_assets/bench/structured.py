@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from eos_assets.bench.compare import WindowKey
+from eos_assets.bench.report import Throughput
 from eos_assets.devkit.events import EVENT_TYPES
 from eos_assets.lib.spark import jars
 
@@ -52,17 +53,13 @@ def kafka_jars() -> list[str]:
 
 
 @dataclass(frozen=True)
-class StreamRun:
-    """One ``availableNow`` query: records read, wall seconds (query start to stop), batches."""
+class StreamRun(Throughput):
+    """One ``availableNow`` query: Kafka records read, wall seconds (query start to stop),
+    batches."""
 
     records: int
     seconds: float
     batches: int
-
-    @property
-    def rate(self) -> float:
-        """Kafka records per second."""
-        return self.records / self.seconds if self.seconds > 0 else 0.0
 
 
 def _source(

@@ -9,17 +9,15 @@ one-node settings below; its data folder survives ``down``/``up``.
 import contextlib
 import fcntl
 import json
-import logging
-import os
-import signal
 import subprocess
 import time
 import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
+from eos_assets.lib import local_process
 from eos_assets.lib.errors import BrokerError, EosError
 
 # The probes work with any broker, so they live in kafka_admin; re-exported for one import.
@@ -30,8 +28,6 @@ from eos_assets.lib.kafka.kafka_admin import wait_ready as wait_ready
 from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark import jars
 from eos_assets.lib.spark.java import require_java
-
-log = logging.getLogger(__name__)
 
 MAIN_CLASS = "kafka.Kafka"
 _LOG_NAME = "server.log"
@@ -62,8 +58,6 @@ ONE_NODE = {
     # their timeout instead of up to 10 s later (Kafka's default interval).
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
 }
-# Children started by this process: reaped with Popen.wait so no zombie or ResourceWarning remains.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -114,15 +108,7 @@ def start_broker(
         "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
         f"-Dkafka.logs.dir={data_dir}", "-cp", classpath, MAIN_CLASS, str(properties),
     ]  # fmt: skip
-    out_path = data_dir / _OUT_NAME
-    # A file, not a pipe: nobody drains a pipe after startup and a full pipe would block it.
-    # Its own session, so a signal to the group reaches the JVM and nothing else of ours.
-    with out_path.open("wb") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=data_dir,
-        )  # fmt: skip
-    _CHILDREN[proc.pid] = proc
+    proc = local_process.start_service(command, data_dir / _OUT_NAME, cwd=data_dir)
     info = BrokerInfo(bootstrap=f"127.0.0.1:{kafka_port}", pid=proc.pid, data_dir=str(data_dir))
     try:
         _wait_started(proc, data_dir, kafka_port, timeout)
@@ -139,39 +125,22 @@ def stop_broker(info: BrokerInfo, timeout: float = 60.0) -> None:
     Only when it is still alive after ``timeout`` seconds is it killed with SIGKILL (logged as
     a warning: its next start then recovers its logs, which takes longer).
     """
-    if not _alive(info.pid):
-        _CHILDREN.pop(info.pid, None)
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(info.pid, signal.SIGTERM)
-    if _wait_exit(info.pid, timeout):
-        return
-    log.warning("broker pid %s ignored SIGTERM for %ss: sending SIGKILL", info.pid, timeout)
-    kill_broker(info)
+    local_process.stop(info.pid, timeout, "broker")
 
 
 def kill_broker(info: BrokerInfo) -> None:
     """Kill a broker with SIGKILL at once, as a crash would, and wait until it has exited."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(info.pid, signal.SIGKILL)
-    _wait_exit(info.pid, 10.0)
+    local_process.kill(info.pid)
 
 
 def write_state(state_dir: Path, info: BrokerInfo) -> None:
     """Record the running embedded broker in ``state_dir/broker/broker.json``."""
-    path = _state_file(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(info)))
-    tmp.replace(path)  # atomic: a reader never sees half a file
+    local_process.write_record(_state_file(state_dir), info)
 
 
 def read_state(state_dir: Path) -> BrokerInfo | None:
     """Return the recorded embedded broker (running or not), or None without a record."""
-    try:
-        return BrokerInfo(**json.loads(_state_file(state_dir).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return local_process.read_record(_state_file(state_dir), BrokerInfo)
 
 
 def broker_status(state_dir: Path) -> BrokerInfo | None:
@@ -198,15 +167,7 @@ def up(state_dir: Path, port: int = 0) -> BrokerInfo:
 
 def down(state_dir: Path) -> bool:
     """Stop the embedded broker of ``state_dir``; return False when none was running."""
-    info = read_state(state_dir)
-    if info is None:
-        return False
-    # The pid of a stale record may belong to another program by now: never signal that.
-    running = _is_broker(info.pid)
-    if running:
-        stop_broker(info)
-    _state_file(state_dir).unlink(missing_ok=True)
-    return running
+    return local_process.stop_recorded(_state_file(state_dir), BrokerInfo, MAIN_CLASS, stop_broker)
 
 
 def embedded_bootstrap(state_dir: Path) -> str:
@@ -349,8 +310,7 @@ def _wait_started(proc: subprocess.Popen[bytes], data_dir: Path, port: int, time
     log_path = data_dir / _LOG_NAME
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _CHILDREN.pop(proc.pid, None)
+        if not local_process.alive(proc.pid):
             reason = _failure(data_dir)
             if "Address already in use" in reason:
                 raise BrokerError(
@@ -380,43 +340,5 @@ def _state_file(state_dir: Path) -> Path:
     return Path(state_dir) / "broker" / "broker.json"
 
 
-def _alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        # A zombie has exited already; only its parent has not collected it yet.
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
 def _is_broker(pid: int) -> bool:
-    if not _alive(pid):
-        return False
-    try:
-        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
-        return not Path("/proc").is_dir()  # no procfs (macOS): trust the live pid
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        try:
-            child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        _CHILDREN.pop(pid, None)
-        return True
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return local_process.runs_service(pid, MAIN_CLASS)

@@ -19,16 +19,14 @@ the next run starts the session afresh under the same id.
 
 import contextlib
 import os
-import signal
 import socket
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError, SparkServerError
-from eos_assets.lib.local_process import read_record, runs_main_class, write_record
 from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import spark_config
@@ -109,19 +107,14 @@ def start_server(
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     env.pop("SPARK_REMOTE", None)
     out_path = state_dir / _OUT_NAME
-    # A file, not a pipe (nobody drains a pipe after start); its own session, so a signal to
-    # the group reaches spark-submit's JVM and its Python workers and nothing else of ours.
-    with out_path.open("wb") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=state_dir, env=env,
-        )  # fmt: skip
+    # Its own process group: a signal to it reaches spark-submit's JVM and its Python workers.
+    proc = local_process.start_service(command, out_path, cwd=state_dir, env=env)
     info = ServerInfo(
         url=f"sc://127.0.0.1:{port}", pid=proc.pid, log=str(out_path), session=str(uuid.uuid4())
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if not local_process.alive(proc.pid):
             raise EosError(f"the Spark Connect server exited at start: {_failure(out_path)}")
         if _listening(port):
             return info
@@ -132,11 +125,7 @@ def start_server(
 
 def stop_server(info: ServerInfo, timeout: float = 30.0) -> None:
     """Stop the server with SIGTERM, and with SIGKILL when it is still alive after ``timeout``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(info.pid, sig)
-        if _wait_exit(info.pid, timeout if sig == signal.SIGTERM else 10.0):
-            return
+    local_process.stop(info.pid, timeout, "Spark server")
 
 
 def server_status(state_dir: Path) -> ServerInfo | None:
@@ -161,21 +150,13 @@ def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
             port = previous if port_free(previous) else 0
     info = start_server(folder, master=master, port=port)
     saved.write_text(info.url.rsplit(":", 1)[1])
-    write_record(_state_file(state_dir), info)
+    local_process.write_record(_state_file(state_dir), info)
     return info
 
 
 def down(state_dir: Path) -> bool:
     """Stop the server of ``state_dir``; return False when none was running."""
-    info = _read_state(state_dir)
-    if info is None:
-        return False
-    # The pid of a stale record may belong to another program by now: never signal that.
-    running = _is_server(info.pid)
-    if running:
-        stop_server(info)
-    _state_file(state_dir).unlink(missing_ok=True)
-    return running
+    return local_process.stop_recorded(_state_file(state_dir), ServerInfo, MAIN_CLASS, stop_server)
 
 
 def local_url(state_dir: Path) -> str:
@@ -195,7 +176,7 @@ def local_url(state_dir: Path) -> str:
 
 
 def _read_state(state_dir: Path) -> ServerInfo | None:
-    return read_record(_state_file(state_dir), ServerInfo)
+    return local_process.read_record(_state_file(state_dir), ServerInfo)
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -216,34 +197,5 @@ def _listening(port: int) -> bool:
     return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # Our own child (started by `up` in this process): alive until it can be collected.
-        # Its /proc state says Z as soon as the JVM's main thread ends, before its other
-        # threads have: only waitpid tells when the whole process has exited.
-        return os.waitpid(pid, os.WNOHANG)[0] != pid
-    except ChildProcessError:
-        pass
-    with contextlib.suppress(OSError):
-        # A zombie has exited already; only its parent has not collected it yet.
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
 def _is_server(pid: int) -> bool:
-    return _alive(pid) and runs_main_class(pid, MAIN_CLASS)
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return local_process.runs_service(pid, MAIN_CLASS)
