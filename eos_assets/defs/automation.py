@@ -7,6 +7,8 @@ The checks that read Kafka run on schedules (``schedules.py``): a stopped ingest
 when freshness matters. The sensor that evaluates these conditions is in ``sensors.py``.
 """
 
+from collections.abc import Callable, Mapping
+
 import dagster as dg
 
 FOLLOW_UPSTREAM = (
@@ -21,3 +23,22 @@ CHECK_WITH_ASSET = (
     )
     | dg.AutomationCondition.will_be_requested()
 ).with_label("with its asset")
+
+
+def check_with_asset(
+    asset: dg.AssetKey,
+    name: str,
+    description: str,
+    *,
+    blocking: bool = False,
+    op_tags: Mapping[str, str] | None = None,
+) -> Callable[[Callable[..., dg.AssetCheckResult]], dg.AssetChecksDefinition]:
+    """``dg.asset_check`` for a check that runs with its asset (``CHECK_WITH_ASSET``)."""
+    return dg.asset_check(
+        asset=asset,
+        name=name,
+        description=description,
+        blocking=blocking,
+        op_tags=op_tags,
+        automation_condition=CHECK_WITH_ASSET,
+    )

@@ -7,7 +7,7 @@ event. The window reconciliation fails with severity ERROR but blocks nothing do
 import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 
-from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
@@ -32,12 +32,11 @@ def missing(what: str) -> dg.AssetCheckResult:
 def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     """The checks of the stream's silver events and windows."""
 
-    @dg.asset_check(
-        asset=stream.events,
-        name=EVENT_ID_UNIQUE,
+    @check_with_asset(
+        stream.events,
+        EVENT_ID_UNIQUE,
+        "Every event_id is present once in silver/events (and never null).",
         blocking=True,
-        automation_condition=CHECK_WITH_ASSET,
-        description="Every event_id is present once in silver/events (and never null).",
     )
     def event_id_unique(lake: LakeResource) -> dg.AssetCheckResult:
         """Prove silver's insert-if-absent kept one row per event_id."""
@@ -51,13 +50,12 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             return missing(f"no Delta table at {uri}")
         return report_result(report)
 
-    @dg.asset_check(
-        asset=stream.window_aggregates,
+    @check_with_asset(
+        stream.window_aggregates,
+        WINDOWS_RECONCILE,
+        "Final windows (end at or before the watermark) have the totals of the silver rows of the "
+        "same window, silver read at the version the windows consumed.",
         op_tags=AFTER_SERVING,
-        name=WINDOWS_RECONCILE,
-        automation_condition=CHECK_WITH_ASSET,
-        description="Final windows (end at or before the watermark) have the totals of the silver "
-        "rows of the same window, silver read at the version the windows consumed.",
     )
     def final_windows_match_silver(lake: LakeResource) -> dg.AssetCheckResult:
         """Reconcile window aggregates with silver/events for final windows."""

@@ -1,20 +1,19 @@
 """Gold layer: a stream's event-time windows with grace, and the events that came late."""
 
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, create_model
 
 from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.defs.silver import run_or_fail, seconds, versions_json
-from eos_assets.defs.stream import GOLD, Stream
+from eos_assets.defs.silver import derived_metadata, run_or_fail
+from eos_assets.defs.stream import Stream
 from eos_assets.lib.derived.window_aggregates import update_windows
 from eos_assets.lib.derived.windows import WindowSpec
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
-
-DELTA = {"spark", "delta"}
 
 
 def window_config(stream: Stream) -> type[dg.Config]:
@@ -23,23 +22,18 @@ def window_config(stream: Stream) -> type[dg.Config]:
         f"{stream.name}_window_config",
         __base__=dg.Config,
         __doc__="Tumbling event-time windows (defaults: the declared size and grace).",
-        window_minutes=(
-            float,
-            Field(
-                default=stream.window.size.total_seconds() / 60,
-                gt=0,
-                description="Window size in minutes.",
-            ),
-        ),
-        grace_minutes=(
-            float,
-            Field(
-                default=stream.window.grace.total_seconds() / 60,
-                ge=0,
-                description="A window is final once max event time seen minus this passes its end.",
-            ),
+        window_minutes=_minutes(stream.window.size, gt=0, description="Window size in minutes."),
+        grace_minutes=_minutes(
+            stream.window.grace,
+            ge=0,
+            description="A window is final once max event time seen minus this passes its end.",
         ),
     )
+
+
+def _minutes(default: timedelta, **field: Any) -> tuple[type[float], Any]:
+    """A run config field in minutes whose default is ``default``."""
+    return (float, Field(default=default.total_seconds() / 60, **field))
 
 
 def window_assets(stream: Stream) -> dg.AssetsDefinition:
@@ -50,24 +44,15 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=stream.window_aggregates.to_python_identifier(),
-        specs=[
-            dg.AssetSpec(
-                stream.window_aggregates,
-                deps=[stream.events],
-                group_name=stream.group(GOLD),
-                kinds=DELTA,
-                description=f"Tumbling event-time windows per {dimensions}: {measures}; revision, "
-                "is_final, late events and the watermark.",
-            ),
-            dg.AssetSpec(
-                stream.late_events,
-                deps=[stream.events],
-                group_name=stream.group(GOLD),
-                kinds=DELTA,
-                description="Events that arrived for a window already final, with the watermark "
-                "they missed; their windows were recomputed, never silently lost.",
-            ),
-        ],
+        specs=stream.spark_tables(
+            [stream.events],
+            {
+                stream.window_aggregates: f"Tumbling event-time windows per {dimensions}: "
+                f"{measures}; revision, is_final, late events and the watermark.",
+                stream.late_events: "Events that arrived for a window already final, with the "
+                "watermark they missed; their windows were recomputed, never silently lost.",
+            },
+        ),
         op_tags=AFTER_SERVING,
     )
     def window_aggregates(
@@ -93,24 +78,19 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
                 lake.storage_options,
             )
         )
-        if outcome.silver_versions is None:
-            context.log.info("no new silver versions: nothing to do")
+        details = {
+            "events_in": outcome.events,
+            "windows_recomputed": outcome.windows_recomputed,
+            "windows_finalized": outcome.windows_finalized,
+            "silver_rows_read_for_recompute": outcome.silver_rows_read,
+            "late_events": outcome.late_events,
+            "watermark": str(outcome.watermark) if outcome.watermark else None,
+            "window_minutes": config.window_minutes,
+            "grace_minutes": config.grace_minutes,
+        }
         yield dg.MaterializeResult(
             asset_key=stream.window_aggregates,
-            metadata={
-                "delta_version": outcome.version,
-                "silver_versions_consumed": versions_json(outcome.silver_versions),
-                "events_in": outcome.events,
-                "windows_recomputed": outcome.windows_recomputed,
-                "windows_finalized": outcome.windows_finalized,
-                "silver_rows_read_for_recompute": outcome.silver_rows_read,
-                "late_events": outcome.late_events,
-                "watermark": str(outcome.watermark) if outcome.watermark else None,
-                "window_minutes": config.window_minutes,
-                "grace_minutes": config.grace_minutes,
-                "attempts": outcome.attempts,
-                "seconds": seconds(outcome.seconds),
-            },
+            metadata=derived_metadata(context, outcome, "silver", outcome.silver_versions, details),
         )
         yield dg.MaterializeResult(
             asset_key=stream.late_events,

@@ -5,7 +5,7 @@ Delta ledger (``lib/outbound/alert_notify.py``)."""
 import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 
-from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.order_kpis import OrderKpiKeys
 from eos_assets.defs.outbound import OUTBOUND_POOL, warn
 from eos_assets.defs.priority import AFTER_SERVING
@@ -77,13 +77,12 @@ def alert_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksDef
             }
         )
 
-    @dg.asset_check(
-        asset=keys.kpi_alerts,
+    @check_with_asset(
+        keys.kpi_alerts,
+        ALERTS_NOT_STUCK,
+        "No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S (warns); "
+        "alerts FAILED for good are counted.",
         op_tags=AFTER_SERVING,
-        name=ALERTS_NOT_STUCK,
-        automation_condition=CHECK_WITH_ASSET,
-        description="No alert has been SENDING or UNKNOWN for longer than EOS_ALERT_STUCK_AFTER_S "
-        "(warns); alerts FAILED for good are counted.",
     )
     def no_alert_stuck_in_flight(lake: LakeResource, alerts: AlertsResource) -> dg.AssetCheckResult:
         """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""

@@ -18,11 +18,11 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake.exceptions import TableNotFoundError
 from pydantic import Field
 
-from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.derived_checks import missing
-from eos_assets.defs.silver import run_or_fail, seconds, versions_json
-from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
+from eos_assets.defs.silver import derived_metadata, run_or_fail
+from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, SPARK_DELTA, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.revenue import kpi
@@ -34,7 +34,6 @@ from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 from eos_assets.resources.warehouse import WarehouseResource
 
-DELTA = {"spark", "delta"}
 SERVING_RECONCILE = "duckdb_matches_delta"
 
 
@@ -69,7 +68,12 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
     """The stream's revenue KPI tables and their DuckDB mirror."""
     keys = OrderKpiKeys.of(stream)
 
-    @dg.asset(key=keys.kpi_window, deps=[stream.events], group_name=stream.group(GOLD), kinds=DELTA)
+    @dg.asset(
+        key=keys.kpi_window,
+        deps=[stream.events],
+        group_name=stream.group(GOLD),
+        kinds=SPARK_DELTA,
+    )
     def kpi_window(
         context: dg.AssetExecutionContext,
         config: KpiWindowConfig,
@@ -91,30 +95,20 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
                 lake.storage_options,
             )
         )
-        if outcome.silver_versions is None:
-            context.log.info("no new silver versions: nothing to do")
-        return dg.MaterializeResult(metadata=_kpi_metadata(outcome))
+        return dg.MaterializeResult(metadata=_kpi_metadata(context, outcome))
 
     @dg.multi_asset(
         name=keys.kpi_daily.to_python_identifier(),
-        specs=[
-            dg.AssetSpec(
-                keys.kpi_daily,
-                deps=[stream.events],
-                group_name=stream.group(GOLD),
-                kinds=DELTA,
-                description="Per-day KPIs per currency: revenue (paid minus refunded), orders "
-                "created/paid/cancelled, average order value, unique customers, cancellation rate.",
-            ),
-            dg.AssetSpec(
-                keys.kpi_daily_customers,
-                deps=[stream.events],
-                group_name=stream.group(GOLD),
-                kinds=DELTA,
-                description="The set of (day, currency, customer) behind kpi_daily's unique "
-                "customers, so that the daily count grows with new data only.",
-            ),
-        ],
+        specs=stream.spark_tables(
+            [stream.events],
+            {
+                keys.kpi_daily: "Per-day KPIs per currency: revenue (paid minus refunded), "
+                "orders created/paid/cancelled, average order value, unique customers, "
+                "cancellation rate.",
+                keys.kpi_daily_customers: "The set of (day, currency, customer) behind "
+                "kpi_daily's unique customers, so that the daily count grows with new data only.",
+            },
+        ),
     )
     def kpi_daily(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
@@ -129,9 +123,9 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
                 lake.storage_options,
             )
         )
-        if outcome.silver_versions is None:
-            context.log.info("no new silver versions: nothing to do")
-        yield dg.MaterializeResult(asset_key=keys.kpi_daily, metadata=_kpi_metadata(outcome))
+        yield dg.MaterializeResult(
+            asset_key=keys.kpi_daily, metadata=_kpi_metadata(context, outcome)
+        )
         yield dg.MaterializeResult(
             asset_key=keys.kpi_daily_customers,
             metadata={
@@ -176,12 +170,11 @@ def serving_check(stream: Stream) -> dg.AssetChecksDefinition:
     """``duckdb_matches_delta`` on ``<stream>/serving/kpi``."""
     keys = OrderKpiKeys.of(stream)
 
-    @dg.asset_check(
-        asset=keys.serving_kpi,
-        name=SERVING_RECONCILE,
-        automation_condition=CHECK_WITH_ASSET,
-        description="Each KPI table in DuckDB equals, key by key, its Delta table at the version "
-        "DuckDB records as mirrored.",
+    @check_with_asset(
+        keys.serving_kpi,
+        SERVING_RECONCILE,
+        "Each KPI table in DuckDB equals, key by key, its Delta table at the version DuckDB "
+        "records as mirrored.",
     )
     def duckdb_matches_delta(
         lake: LakeResource, warehouse: WarehouseResource
@@ -217,15 +210,12 @@ def served_tables(keys: "OrderKpiKeys", lake: LakeResource) -> list[serving.Serv
     ]
 
 
-def _kpi_metadata(outcome: kpi.KpiOutcome) -> dict[str, Any]:
-    return {
-        "delta_version": outcome.version,
-        "silver_versions_consumed": versions_json(outcome.silver_versions),
+def _kpi_metadata(context: dg.AssetExecutionContext, outcome: kpi.KpiOutcome) -> dict[str, Any]:
+    details = {
         "events_in": outcome.events,
         "rows_upserted": outcome.rows_written,
         "silver_rows_read_for_recompute": outcome.silver_rows_read,
         "new_customer_days": outcome.new_customers,
         "customer_set_rows_read": outcome.set_rows_read,
-        "attempts": outcome.attempts,
-        "seconds": seconds(outcome.seconds),
     }
+    return derived_metadata(context, outcome, "silver", outcome.silver_versions, details)

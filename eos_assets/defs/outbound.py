@@ -11,7 +11,7 @@ import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 from pydantic import Field
 
-from eos_assets.defs.automation import CHECK_WITH_ASSET
+from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import check_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import run_or_fail
@@ -88,13 +88,12 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
             }
         )
 
-    @dg.asset_check(
-        asset=stream.agg_out,
+    @check_with_asset(
+        stream.agg_out,
+        AGG_OUT_CAUGHT_UP,
+        "The committed position of the agg-out publisher is at most EOS_AGG_OUT_MAX_BEHIND "
+        "data-changing versions behind gold/window_aggregates (warns).",
         op_tags=AFTER_SERVING,
-        name=AGG_OUT_CAUGHT_UP,
-        automation_condition=CHECK_WITH_ASSET,
-        description="The committed position of the agg-out publisher is at most "
-        "EOS_AGG_OUT_MAX_BEHIND data-changing versions behind gold/window_aggregates (warns).",
     )
     def caught_up_with_window_aggregates(
         lake: LakeResource, kafka: KafkaResource

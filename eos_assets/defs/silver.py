@@ -1,15 +1,16 @@
 """Silver layer: deduplicated events and the state of every entity."""
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.errors import PySparkException
 
 from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.defs.stream import SILVER, Stream
+from eos_assets.defs.stream import SILVER, SPARK_DELTA, Stream
 from eos_assets.lib.derived.entity_state import update_entity_state
+from eos_assets.lib.derived.incremental import Outcome
 from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark.spark_modes import run_server_lost
@@ -48,6 +49,25 @@ def seconds(values: dict[str, float]) -> dg.MetadataValue:
     return dg.MetadataValue.json({k: round(v, 3) for k, v in values.items()})
 
 
+def derived_metadata(
+    context: dg.AssetExecutionContext,
+    outcome: Outcome,
+    upstream: str,
+    consumed: tuple[int, int] | None,
+    details: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A derived table's run metadata around its own ``details``; a run with nothing new logs so."""
+    if consumed is None:
+        context.log.info(f"no new {upstream} versions: nothing to do")
+    return {
+        "delta_version": outcome.version,
+        f"{upstream}_versions_consumed": versions_json(consumed),
+        **details,
+        "attempts": outcome.attempts,
+        "seconds": seconds(outcome.seconds),
+    }
+
+
 def events_asset(stream: Stream) -> dg.AssetsDefinition:
     """``<stream>/silver/events``: each valid event once, deduplicated by event id."""
 
@@ -55,7 +75,7 @@ def events_asset(stream: Stream) -> dg.AssetsDefinition:
         key=stream.events,
         deps=[stream.raw_events],
         group_name=stream.group(SILVER),
-        kinds={"spark", "delta"},
+        kinds=SPARK_DELTA,
     )
     def events(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
@@ -77,24 +97,19 @@ def events_asset(stream: Stream) -> dg.AssetsDefinition:
                 lake.storage_options,
             )
         )
-        if outcome.bronze_versions is None:
-            context.log.info("no new bronze versions: nothing to do")
+        details = {
+            "bronze_rows_in": outcome.bronze_rows,
+            "malformed_excluded": outcome.malformed,
+            "duplicates_in_batch": outcome.duplicates_in_batch,
+            "duplicates_already_in_silver": outcome.duplicates_existing,
+            "rows_inserted": outcome.inserted,
+            "event_dates": dg.MetadataValue.json(outcome.dates),
+            "silver_files_read_for_dedup": outcome.existing_files_read,
+            "silver_rows_read_for_dedup": outcome.existing_rows_read,
+            "files_written": outcome.files_written,
+        }
         return dg.MaterializeResult(
-            metadata={
-                "delta_version": outcome.version,
-                "bronze_versions_consumed": versions_json(outcome.bronze_versions),
-                "bronze_rows_in": outcome.bronze_rows,
-                "malformed_excluded": outcome.malformed,
-                "duplicates_in_batch": outcome.duplicates_in_batch,
-                "duplicates_already_in_silver": outcome.duplicates_existing,
-                "rows_inserted": outcome.inserted,
-                "event_dates": dg.MetadataValue.json(outcome.dates),
-                "silver_files_read_for_dedup": outcome.existing_files_read,
-                "silver_rows_read_for_dedup": outcome.existing_rows_read,
-                "files_written": outcome.files_written,
-                "attempts": outcome.attempts,
-                "seconds": seconds(outcome.seconds),
-            }
+            metadata=derived_metadata(context, outcome, "bronze", outcome.bronze_versions, details)
         )
 
     return events
@@ -114,7 +129,7 @@ def entity_state_asset(
         key=key,
         deps=[stream.events],
         group_name=stream.group(SILVER),
-        kinds={"spark", "delta"},
+        kinds=SPARK_DELTA,
         op_tags=AFTER_SERVING,
         automation_condition=automation_condition,
         description=f"The state of each {spec.key}, folded from its events: {folds}. A "
@@ -134,21 +149,16 @@ def entity_state_asset(
                 lake.storage_options,
             )
         )
-        if outcome.silver_versions is None:
-            context.log.info("no new silver versions: nothing to do")
+        details = {
+            "events_in": outcome.events,
+            "entities_touched": outcome.entities_touched,
+            "entities_inserted": outcome.entities_inserted,
+            "entities_updated": outcome.entities_updated,
+            "files_rewritten_by_merge": outcome.files_rewritten,
+            "rows_copied_by_merge": outcome.rows_copied,
+        }
         return dg.MaterializeResult(
-            metadata={
-                "delta_version": outcome.version,
-                "silver_versions_consumed": versions_json(outcome.silver_versions),
-                "events_in": outcome.events,
-                "entities_touched": outcome.entities_touched,
-                "entities_inserted": outcome.entities_inserted,
-                "entities_updated": outcome.entities_updated,
-                "files_rewritten_by_merge": outcome.files_rewritten,
-                "rows_copied_by_merge": outcome.rows_copied,
-                "attempts": outcome.attempts,
-                "seconds": seconds(outcome.seconds),
-            }
+            metadata=derived_metadata(context, outcome, "silver", outcome.silver_versions, details)
         )
 
     return entity_state

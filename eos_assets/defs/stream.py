@@ -9,6 +9,7 @@ live in each table's own log, never meet.
 one stream's code without loading the definitions use it).
 """
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -22,6 +23,21 @@ from eos_assets.stream_specs import contract, entity_spec, window_shape
 from eos_assets.streams import declaration
 
 BRONZE, SILVER, GOLD, SERVING, OUTBOUND = "bronze", "silver", "gold", "serving", "outbound"
+# The kinds of a table Spark computes and commits to Delta.
+SPARK_DELTA = {"spark", "delta"}
+
+
+class _TableKey:
+    """``stream.<table>``: the key ``<stream>/<layer>/<table>`` of one of the stream's tables."""
+
+    def __init__(self, layer: str) -> None:
+        self.layer = layer
+
+    def __set_name__(self, owner: type, table: str) -> None:
+        self.table = table
+
+    def __get__(self, stream: "Stream", owner: type) -> dg.AssetKey:
+        return stream.key(self.layer, self.table)
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,15 @@ class Stream:
     topic_pattern: str | None = None  # instead of ``topics``: every topic it matches
     # Where a partition never read starts: "earliest", "latest", or an ISO-8601 time.
     start: str = "earliest"
+
+    # The stream's tables and their layers: ``stream.events`` is ``<stream>/silver/events``.
+    raw_events = _TableKey(BRONZE)
+    events = _TableKey(SILVER)
+    entity_state = _TableKey(SILVER)
+    window_aggregates = _TableKey(GOLD)
+    late_events = _TableKey(GOLD)
+    kpis = _TableKey(SERVING)
+    agg_out = _TableKey(OUTBOUND)
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
@@ -72,37 +97,24 @@ class Stream:
         """The asset group of one of the stream's layers (the lineage page shows each)."""
         return f"{self.name}_{layer}"
 
+    def spark_tables(
+        self, deps: Sequence[dg.AssetKey], descriptions: Mapping[dg.AssetKey, str]
+    ) -> list[dg.AssetSpec]:
+        """The specs of Delta tables Spark computes from ``deps``, each in its layer's group."""
+        return [
+            dg.AssetSpec(
+                key,
+                deps=deps,
+                group_name=self.group(key.path[1]),
+                kinds=SPARK_DELTA,
+                description=description,
+            )
+            for key, description in descriptions.items()
+        ]
+
     def named(self, what: str) -> str:
         """The name of one of the stream's sensors: ``<stream>_<what>``."""
         return f"{self.name}_{what}"
-
-    @property
-    def raw_events(self) -> dg.AssetKey:
-        return self.key(BRONZE, "raw_events")
-
-    @property
-    def events(self) -> dg.AssetKey:
-        return self.key(SILVER, "events")
-
-    @property
-    def entity_state(self) -> dg.AssetKey:
-        return self.key(SILVER, "entity_state")
-
-    @property
-    def window_aggregates(self) -> dg.AssetKey:
-        return self.key(GOLD, "window_aggregates")
-
-    @property
-    def late_events(self) -> dg.AssetKey:
-        return self.key(GOLD, "late_events")
-
-    @property
-    def kpis(self) -> dg.AssetKey:
-        return self.key(SERVING, "kpis")
-
-    @property
-    def agg_out(self) -> dg.AssetKey:
-        return self.key(OUTBOUND, "agg_out")
 
 
 ORDERS = Stream.of(read_declaration(declaration("orders")))
