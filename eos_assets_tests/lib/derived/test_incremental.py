@@ -1,7 +1,7 @@
 """The shared incremental step on small delta-rs tables, without Spark: commit once, skip when
 nothing is new, re-plan after a lost commit race, give up after MAX_ATTEMPTS, refuse first."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,10 +17,7 @@ ROWS = pa.table({"n": pa.array([1, 2, 3], pa.int64())})
 
 
 @dataclass
-class Outcome:
-    version: int | None = None
-    attempts: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
+class Outcome(incremental.Outcome):
     steps: int = 0
 
 
