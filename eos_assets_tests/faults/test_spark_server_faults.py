@@ -325,7 +325,7 @@ def test_the_server_killed_mid_run_fails_it_in_one_line_then_after_spark_up_it_i
     ledger: Ledger,
 ) -> None:
     """The server dies while the run is in gold/kpi_daily, between its two commits (the
-    customer set committed, the daily KPIs not), with silver/order_state and the windows still
+    customer set committed, the daily KPIs not), with silver/entity_state and the windows still
     to compute: the run fails, each failed step in one line, and once ``eos-assets spark up``
     has started the server again, the next run makes every table exact."""
     d, topic = deployment
