@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 from eos_assets.lib.contract.contract import Malformed, field_code
 from eos_assets.lib.contract.schema_bulk import extract_fields
 from eos_assets.lib.contract.schema_fields import (
+    ARROW,
     ID_COLUMN,
     JSON_ERROR,
     JSON_KIND,
@@ -65,9 +66,7 @@ from eos_assets.lib.contract.schema_time import (
     parse_event_times,
 )
 from eos_assets.lib.contract.stream_shape import (
-    BOOLEAN,
     DOUBLE,
-    ISO8601,
     LONG,
     STRING,
     TIMESTAMP,
@@ -75,13 +74,8 @@ from eos_assets.lib.contract.stream_shape import (
     PayloadField,
 )
 
-_ARROW = {
-    STRING: pa.string(),
-    LONG: pa.int64(),
-    DOUBLE: pa.float64(),
-    BOOLEAN: pa.bool_(),
-    TIMESTAMP: UTC_MICROS,
-}
+# A payload field's bronze type: as the fields table reads it, but a timestamp is parsed.
+_ARROW = {**ARROW, TIMESTAMP: UTC_MICROS}
 _INT32 = (-(2**31), 2**31 - 1)
 _QUOTE_LIMIT = 80  # characters of an offending value quoted in an error
 
@@ -163,10 +157,10 @@ def _checked_fields(contract: Contract, fields: pa.Table) -> dict[str, pa.Array 
     event_id = fields[ID_COLUMN]
     checks[ID_COLUMN] = _mask(pc.greater(pc.binary_length(event_id), 0))
     columns[ID_COLUMN] = _keep(event_id, checks[ID_COLUMN])
-    if contract.time_format == ISO8601:
-        times, checks[TIME_COLUMN] = parse_event_times(fields[TIME_COLUMN])
-    else:
+    if contract.epoch_time:
         times, checks[TIME_COLUMN] = parse_epoch_times(fields[TIME_COLUMN], contract.time_format)
+    else:
+        times, checks[TIME_COLUMN] = parse_event_times(fields[TIME_COLUMN])
     columns[TIME_COLUMN] = times
     for f in contract.fields:
         column, ok = _payload_column(f, fields)
@@ -238,7 +232,7 @@ def _error(contract: Contract, row: dict[str, object], failed: str | None) -> st
         detail = f"{name} is empty" if value == "" else _absent(name, kind, "a string")
         return f"{Malformed.MISSING_EVENT_ID}: {detail}"
     if failed == TIME_COLUMN:
-        name, epoch = contract.time_field, contract.time_format != ISO8601
+        name, epoch = contract.time_field, contract.epoch_time
         detail = _absent(name, kind, "a number" if epoch else "a string")
         if value is not None and epoch:
             detail = f"{name} {epoch_problem(cast('float', value), contract.time_format)}"

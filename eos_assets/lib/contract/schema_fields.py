@@ -26,7 +26,6 @@ import pyarrow as pa
 from eos_assets.lib.contract.stream_shape import (
     BOOLEAN,
     DOUBLE,
-    ISO8601,
     LONG,
     STRING,
     TIMESTAMP,
@@ -45,7 +44,8 @@ JSON_KIND = {
     DOUBLE: "number",
     BOOLEAN: "boolean",
 }
-_ARROW = {
+# The fields-table type a payload field of each type is read as.
+ARROW = {
     STRING: pa.string(),
     TIMESTAMP: pa.string(),  # parsed later, as the time field is
     LONG: pa.int64(),
@@ -91,7 +91,7 @@ def layout(contract: Contract) -> Layout:
     Raises:
         ValueError: two slots read the same JSON key.
     """
-    epoch = contract.time_format != ISO8601
+    epoch = contract.epoch_time
     slots = [
         Slot(contract.id_field, ID_COLUMN, "string", pa.string(), checked=True),
         Slot(
@@ -106,7 +106,7 @@ def layout(contract: Contract) -> Layout:
         checked = f.required or (f.type == STRING and f.values is not None)
         text = f.type == STRING and not checked
         slots.append(
-            Slot(f.name, f.name, JSON_KIND[f.type], _ARROW[f.type], checked=checked, text=text)
+            Slot(f.name, f.name, JSON_KIND[f.type], ARROW[f.type], checked=checked, text=text)
         )
     slots.append(Slot(SCHEMA_VERSION, SCHEMA_VERSION, "number", pa.float64()))
     keys = [s.key for s in slots]

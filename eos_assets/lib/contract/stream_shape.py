@@ -55,6 +55,11 @@ class Contract:
         """The payload columns, in declared order."""
         return tuple(f.name for f in self.fields)
 
+    @property
+    def epoch_time(self) -> bool:
+        """Whether the event time is written as a number (epoch milliseconds or seconds)."""
+        return self.time_format != ISO8601
+
     def field(self, name: str) -> PayloadField:
         """The payload field called ``name``.
 
