@@ -8,7 +8,7 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, create_model
 
 from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.defs.silver import derived_metadata, run_or_fail
+from eos_assets.defs.silver import from_silver_metadata, run_or_fail
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.derived.window_aggregates import update_windows
 from eos_assets.lib.derived.windows import WindowSpec
@@ -79,7 +79,6 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
             )
         )
         details = {
-            "events_in": outcome.events,
             "windows_recomputed": outcome.windows_recomputed,
             "windows_finalized": outcome.windows_finalized,
             "silver_rows_read_for_recompute": outcome.silver_rows_read,
@@ -90,7 +89,7 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
         }
         yield dg.MaterializeResult(
             asset_key=stream.window_aggregates,
-            metadata=derived_metadata(context, outcome, "silver", outcome.silver_versions, details),
+            metadata=from_silver_metadata(context, outcome, details),
         )
         yield dg.MaterializeResult(
             asset_key=stream.late_events,

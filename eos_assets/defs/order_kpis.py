@@ -21,7 +21,7 @@ from pydantic import Field
 from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.derived_checks import missing
-from eos_assets.defs.silver import derived_metadata, run_or_fail
+from eos_assets.defs.silver import from_silver_metadata, run_or_fail
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, SPARK_DELTA, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
 from eos_assets.lib.errors import EosError
@@ -212,10 +212,9 @@ def served_tables(keys: "OrderKpiKeys", lake: LakeResource) -> list[serving.Serv
 
 def _kpi_metadata(context: dg.AssetExecutionContext, outcome: kpi.KpiOutcome) -> dict[str, Any]:
     details = {
-        "events_in": outcome.events,
         "rows_upserted": outcome.rows_written,
         "silver_rows_read_for_recompute": outcome.silver_rows_read,
         "new_customer_days": outcome.new_customers,
         "customer_set_rows_read": outcome.set_rows_read,
     }
-    return derived_metadata(context, outcome, "silver", outcome.silver_versions, details)
+    return from_silver_metadata(context, outcome, details)

@@ -10,7 +10,7 @@ from pyspark.errors import PySparkException
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import SILVER, SPARK_DELTA, Stream
 from eos_assets.lib.derived.entity_state import update_entity_state
-from eos_assets.lib.derived.incremental import Outcome
+from eos_assets.lib.derived.incremental import FromSilverOutcome, Outcome
 from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark.spark_modes import run_server_lost
@@ -66,6 +66,14 @@ def derived_metadata(
         "attempts": outcome.attempts,
         "seconds": seconds(outcome.seconds),
     }
+
+
+def from_silver_metadata(
+    context: dg.AssetExecutionContext, outcome: FromSilverOutcome, details: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``derived_metadata`` of a table derived from silver/events: the events in come first."""
+    details = {"events_in": outcome.events, **details}
+    return derived_metadata(context, outcome, "silver", outcome.silver_versions, details)
 
 
 def events_asset(stream: Stream) -> dg.AssetsDefinition:
@@ -150,15 +158,12 @@ def entity_state_asset(
             )
         )
         details = {
-            "events_in": outcome.events,
             "entities_touched": outcome.entities_touched,
             "entities_inserted": outcome.entities_inserted,
             "entities_updated": outcome.entities_updated,
             "files_rewritten_by_merge": outcome.files_rewritten,
             "rows_copied_by_merge": outcome.rows_copied,
         }
-        return dg.MaterializeResult(
-            metadata=derived_metadata(context, outcome, "silver", outcome.silver_versions, details)
-        )
+        return dg.MaterializeResult(metadata=from_silver_metadata(context, outcome, details))
 
     return entity_state

@@ -31,7 +31,7 @@ from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.incremental import Outcome
+from eos_assets.lib.derived.incremental import FromSilverOutcome
 from eos_assets.lib.derived.silver_events import stored_schema
 
 UPSTREAM = "silver/events"
@@ -93,11 +93,9 @@ class EntitySpec:
 
 
 @dataclass
-class EntityStateOutcome(Outcome):
-    """What one run of silver/entity_state did, besides what every derived table reports."""
+class EntityStateOutcome(FromSilverOutcome):
+    """What one run of silver/entity_state did, besides what every table from silver reports."""
 
-    silver_versions: tuple[int, int] | None = None
-    events: int = 0
     entities_touched: int = 0
     entities_inserted: int = 0
     entities_updated: int = 0

@@ -51,6 +51,19 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class FromSilverOutcome(Outcome):
+    """What the run of a table derived from silver/events reports before its own counts.
+
+    Attributes:
+        silver_versions: the silver versions ``[first, last]`` consumed; None when none was new.
+        events: the new silver events that went into the table.
+    """
+
+    silver_versions: tuple[int, int] | None = None
+    events: int = 0
+
+
 OutcomeT = TypeVar("OutcomeT", bound=Outcome)
 
 

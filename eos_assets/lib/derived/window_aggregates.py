@@ -41,7 +41,7 @@ from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.contract.stream_shape import Contract, WindowShape
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import incremental, increments
-from eos_assets.lib.derived.incremental import Outcome
+from eos_assets.lib.derived.incremental import FromSilverOutcome
 from eos_assets.lib.derived.silver_events import PARTITION_BY, events_schema, merge_ranges
 from eos_assets.lib.derived.window_compute import (
     WindowStream,
@@ -71,12 +71,10 @@ CRASH_POINTS = (AFTER_LATE_EVENTS, AFTER_COMMIT)
 
 
 @dataclass
-class WindowsOutcome(Outcome):
-    """What one run of the window tables did, besides what every derived table reports."""
+class WindowsOutcome(FromSilverOutcome):
+    """What one run of the window tables did, besides what every table from silver reports."""
 
     late_version: int | None = None
-    silver_versions: tuple[int, int] | None = None
-    events: int = 0
     late_events: int = 0
     windows_recomputed: int = 0
     windows_finalized: int = 0

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.derived import increments
-from eos_assets.lib.derived.incremental import Outcome
+from eos_assets.lib.derived.incremental import FromSilverOutcome
 from eos_assets.lib.derived.windows import NO_VALUE
 
 UPSTREAM = "silver/events"
@@ -85,11 +85,9 @@ _READ_EVENTS = pa.schema(
 
 
 @dataclass
-class KpiOutcome(Outcome):
-    """What one run of a KPI table did, besides what every derived table reports."""
+class KpiOutcome(FromSilverOutcome):
+    """What one run of a KPI table did, besides what every table from silver reports."""
 
-    silver_versions: tuple[int, int] | None = None
-    events: int = 0
     rows_written: int = 0
     silver_rows_read: int = 0
     new_customers: int = 0
