@@ -45,26 +45,26 @@ class OffsetRange:
 
 @dataclass(frozen=True)
 class PartitionPlan:
-    """Where one topic-partition stands at plan time.
+    """Where one topic-partition stands between Kafka and the table at plan time.
 
     Attributes:
         position: next offset recorded in Delta, or None when the table has never read it.
         low: the partition's earliest retained offset.
-        stable_end: the last stable offset (read_committed end).
-        start: the offset this run starts at (never below the low watermark).
+        end: the last stable offset (read_committed end).
+        start: the offset the next read starts at (never below the low watermark).
     """
 
     topic: str
     partition: int
     position: int | None
     low: int
-    stable_end: int
+    end: int
     start: int
 
     @property
     def lag(self) -> int:
-        """Offsets between where the table stands and the last stable offset."""
-        return self.stable_end - self.start
+        """Offsets not yet in the table (records, transaction markers, aborted records)."""
+        return self.end - self.start
 
     @property
     def lost(self) -> OffsetRange | None:

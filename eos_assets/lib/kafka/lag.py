@@ -18,7 +18,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.txn_ids import partition_app
-from eos_assets.lib.ingest.ranges import OffsetRange, lost_range, start_offsets
+from eos_assets.lib.ingest.ranges import PartitionPlan, start_offsets
 from eos_assets.lib.ingest.reader import reader_config
 from eos_assets.lib.kafka.kafka_admin import quiet_logger
 from eos_assets.lib.kafka.kafka_offsets import high_watermarks, partition_bounds
@@ -28,15 +28,11 @@ _quiet = quiet_logger(__name__)
 
 
 @dataclass(frozen=True)
-class PartitionLag:
-    """Where one topic-partition stands between Kafka and the table.
+class PartitionLag(PartitionPlan):
+    """Where one topic-partition stands between Kafka and the table (for a partition never
+    read, ``start`` is its declared start), and how old its lag is.
 
     Attributes:
-        position: next offset recorded in Delta (None: never read).
-        low: earliest retained offset.
-        end: last stable offset.
-        start: where the next ingest starts (position; low when retained away; for a partition
-            never read, its declared start).
         oldest_ms: Kafka timestamp of the oldest committed record not yet in bronze (None when
             there is none, or it was not measured).
         measured: True when Kafka answered the age read (so None above means "none pending").
@@ -44,12 +40,6 @@ class PartitionLag:
             transactions still open, which read_committed readers wait for.
     """
 
-    topic: str
-    partition: int
-    position: int | None
-    low: int
-    end: int
-    start: int
     oldest_ms: int | None = None
     measured: bool = False
     high: int | None = None
@@ -61,16 +51,6 @@ class PartitionLag:
     def key(self) -> str:
         """``topic:partition``."""
         return f"{self.topic}:{self.partition}"
-
-    @property
-    def lag(self) -> int:
-        """Offsets not yet in the table (records, transaction markers, aborted records)."""
-        return self.end - self.start
-
-    @property
-    def lost(self) -> OffsetRange | None:
-        """Offsets ``[position, low)`` Kafka deleted before the table read them, if any."""
-        return lost_range(self.topic, self.partition, self.position, self.low)
 
     @property
     def held_back(self) -> int:
@@ -134,7 +114,7 @@ def measure_lag(
     highs = high_watermarks(client_config, list(bounds), timeout_s)
     lags = [
         PartitionLag(
-            p.topic, p.partition, p.position, p.low, p.stable_end, p.start,
+            p.topic, p.partition, p.position, p.low, p.end, p.start,
             high=highs.get((p.topic, p.partition)),
             unpinned=p.position is None and start != EARLIEST,
         )
