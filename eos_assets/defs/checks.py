@@ -6,14 +6,14 @@ its own schedule (``audit_bronze_against_kafka``), never inside an ingest run.
 """
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.checks.audit import audit_bronze
+from eos_assets.lib.checks.audit import AuditReport, audit_bronze
 from eos_assets.lib.checks.contiguity import check_contiguity
 from eos_assets.lib.checks.freshness import bronze_freshness
 from eos_assets.lib.checks.malformed import malformed_rate
@@ -49,6 +49,9 @@ class CheckReport(Protocol):
     def metadata(self) -> dict[str, object]: ...
 
 
+R = TypeVar("R", bound=CheckReport)
+
+
 def check_result(
     passed: bool,
     description: str,
@@ -75,78 +78,83 @@ def report_result(
     return check_result(report.ok, report.summary(), report.metadata(), severity)
 
 
-def _guarded(
+def _reported(
     key: dg.AssetKey,
     lake: LakeResource,
-    severity: dg.AssetCheckSeverity,
-    body: Callable[[str], dg.AssetCheckResult],
+    read: Callable[[str], R],
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+    escalated: Callable[[R], bool] | None = None,
 ) -> dg.AssetCheckResult:
-    """Run ``body(table_uri)``; a missing table or a user-fixable error is a one-line failure."""
+    """The result of the report ``read(table_uri)`` makes, at ``severity`` (ERROR where
+    ``escalated(report)``); a missing table or a user-fixable error is a one-line failure."""
     uri = lake.table_uri(*key.path)
     try:
-        return body(uri)
+        report = read(uri)
     except TableNotFoundError:
         cause = f"no Delta table at {uri}: materialize {key.to_user_string()} first"
     except EosError as exc:
         cause = str(exc)
+    else:
+        if escalated is not None and escalated(report):
+            severity = dg.AssetCheckSeverity.ERROR
+        return report_result(report, severity)
     return check_result(False, cause, {"table_uri": uri}, severity)
 
 
 def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     """The checks of ``<stream>/bronze/raw_events``."""
+    table = stream.raw_events
 
-    @dg.asset_check(
-        asset=stream.raw_events,
-        name=OFFSETS_CONTIGUOUS,
-        blocking=True,
-        description="Committed ranges tile each partition with no hole or overlap; every row lies "
+    def bronze_check(name: str, description: str, blocking: bool = False):
+        return dg.asset_check(asset=table, name=name, description=description, blocking=blocking)
+
+    @bronze_check(
+        OFFSETS_CONTIGUOUS,
+        "Committed ranges tile each partition with no hole or overlap; every row lies "
         "in a range, exactly as many as its commit recorded; (topic, partition, offset) is unique. "
         "Offsets Kafka deleted before they were ingested and that a run accepted "
         "(accept_data_loss) tile as acknowledged loss and are listed, never a hole.",
+        blocking=True,
     )
     def offsets_contiguous(lake: LakeResource) -> dg.AssetCheckResult:
         """Prove bronze holds each committed offset range once and nothing else."""
 
-        def body(uri: str) -> dg.AssetCheckResult:
+        def read(uri: str) -> CheckReport:
             log = read_ingest_log(delta_io.load(uri, lake.storage_options))
             offsets = delta_io.read_arrow(
                 uri, lake.storage_options, ["topic", "partition", "offset"]
             )
-            report = check_contiguity(log, offsets)
-            return report_result(report)
+            return check_contiguity(log, offsets)
 
-        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.ERROR, body)
+        return _reported(table, lake, read)
 
-    @dg.asset_check(
-        asset=stream.raw_events,
-        name=MALFORMED_RATE,
-        description="Share of malformed records, whole table and latest ingest, is at most "
+    @bronze_check(
+        MALFORMED_RATE,
+        "Share of malformed records, whole table and latest ingest, is at most "
         "EOS_MALFORMED_MAX_RATE (warns).",
     )
     def malformed_rate_below_threshold(lake: LakeResource) -> dg.AssetCheckResult:
         """Warn when producers send more malformed records than the threshold allows."""
 
-        def body(uri: str) -> dg.AssetCheckResult:
+        def read(uri: str) -> CheckReport:
             log = read_ingest_log(delta_io.load(uri, lake.storage_options))
             errors = delta_io.read_arrow(uri, lake.storage_options, ["topic", "partition", "error"])
             limit = read_limits(declared=stream.limits).malformed_max_rate
-            report = malformed_rate(log, errors, limit)
-            return report_result(report, dg.AssetCheckSeverity.WARN)
+            return malformed_rate(log, errors, limit)
 
-        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
+        return _reported(table, lake, read, dg.AssetCheckSeverity.WARN)
 
-    @dg.asset_check(
-        asset=stream.raw_events,
-        name=FRESHNESS,
-        description="The oldest committed Kafka record not yet in bronze is at most "
+    @bronze_check(
+        FRESHNESS,
+        "The oldest committed Kafka record not yet in bronze is at most "
         "EOS_FRESHNESS_MAX_AGE_S old (warns).",
     )
     def fresh_within_max_age(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
         """Warn when bronze falls behind Kafka by more than the freshness limit."""
 
-        def body(uri: str) -> dg.AssetCheckResult:
+        def read(uri: str) -> CheckReport:
             dt: DeltaTable = delta_io.load(uri, lake.storage_options)
-            report = bronze_freshness(
+            return bronze_freshness(
                 kafka.client_config(),
                 kafka.topics_for(stream.topics, stream.topic_pattern),
                 uri,
@@ -155,14 +163,12 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
                 lake.storage_options,
                 start=stream.start,
             )
-            return report_result(report, dg.AssetCheckSeverity.WARN)
 
-        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
+        return _reported(table, lake, read, dg.AssetCheckSeverity.WARN)
 
-    @dg.asset_check(
-        asset=stream.raw_events,
-        name=KAFKA_AUDIT,
-        description="Re-reads the retained Kafka log of every partition (read_committed, from the "
+    @bronze_check(
+        KAFKA_AUDIT,
+        "Re-reads the retained Kafka log of every partition (read_committed, from the "
         "low watermark) and compares it with bronze: nothing lost, invented or altered. Offsets "
         "Kafka deleted before they were ingested fail it until a run accepts them; accepted ones "
         "are counted as acknowledged loss.",
@@ -170,24 +176,21 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     def matches_kafka_log(lake: LakeResource, kafka: KafkaResource) -> dg.AssetCheckResult:
         """Audit bronze against Kafka within EOS_AUDIT_BUDGET_S; a partial audit never passes."""
 
-        def body(uri: str) -> dg.AssetCheckResult:
+        def read(uri: str) -> AuditReport:
             columns = ["topic", "partition", "offset", "key", "value"]
-            bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
-            budget = read_limits(declared=stream.limits).audit_budget_s
-            report = audit_bronze(
+            return audit_bronze(
                 kafka.client_config(),
                 kafka.topics_for(stream.topics, stream.topic_pattern),
                 uri,
-                bronze,
-                budget,
+                delta_io.read_arrow(uri, lake.storage_options, columns),
+                read_limits(declared=stream.limits).audit_budget_s,
                 lake.storage_options,
             )
-            severity = (
-                dg.AssetCheckSeverity.ERROR if report.discrepancies else dg.AssetCheckSeverity.WARN
-            )
-            return report_result(report, severity)
 
-        return _guarded(stream.raw_events, lake, dg.AssetCheckSeverity.WARN, body)
+        # A discrepancy is an error; a partial audit only warns.
+        return _reported(
+            table, lake, read, dg.AssetCheckSeverity.WARN, lambda r: r.discrepancies > 0
+        )
 
     return [
         offsets_contiguous,

@@ -152,24 +152,24 @@ class AuditReport:
         """True when the audit is complete and found no discrepancy."""
         return self.complete and not self.discrepancies
 
+    def _first(self, attr: str) -> PartitionAudit | None:
+        """The first partition whose ``attr`` holds something."""
+        return next((p for p in self.partitions if getattr(p, attr)), None)
+
     def summary(self) -> str:
         """One line: the discrepancies with their first offsets, or how far the audit got."""
         parts = []
         for attr, what in (("missing", "lost"), ("invented", "invented"), ("altered", "altered")):
-            hit = [p for p in self.partitions if getattr(p, attr)]
-            if hit:
-                first = hit[0]
+            if first := self._first(attr):
+                offsets = ", ".join(spans(getattr(first, attr))[:3])
                 parts.append(
-                    f"{self._count(attr)} record(s) {what} in bronze (first: {first.name} "
-                    f"offsets {', '.join(spans(getattr(first, attr))[:3])})"
+                    f"{self._count(attr)} record(s) {what} in bronze {_first_at(first, offsets)}"
                 )
-        gone = [p for p in self.partitions if p.unacknowledged]
-        if gone:
+        if gone := self._first("unacknowledged"):
             parts.append(
                 f"{self.unacknowledged} offset(s) deleted by Kafka before they were ingested, "
-                f"not acknowledged (first: {gone[0].name} offsets "
-                f"{_half_open(gone[0].unacknowledged)}): the next ingest stops there until run "
-                "with accept_data_loss: true"
+                f"not acknowledged {_first_at(gone, _half_open(gone.unacknowledged))}: the next "
+                "ingest stops there until run with accept_data_loss: true"
             )
         unread = [p for p in self.partitions if not p.complete]
         if unread:
@@ -178,19 +178,16 @@ class AuditReport:
                 f"the end within the {self.budget_s:.0f}s budget (EOS_AUDIT_BUDGET_S), first "
                 f"{unread[0].name} up to offset {unread[0].audited_to} of {unread[0].position}"
             )
-        acknowledged = [p for p in self.partitions if p.acknowledged]
         notes = []
-        if acknowledged:
+        if acked := self._first("acknowledged"):
             notes.append(
                 f"{self.lost_offsets} offset(s) Kafka deleted before they were ingested were "
-                f"acknowledged as lost (first: {acknowledged[0].name} offsets "
-                f"{_half_open(acknowledged[0].acknowledged[0])})"
+                f"acknowledged as lost {_first_at(acked, _half_open(acked.acknowledged[0]))}"
             )
-        skipped = [p for p in self.partitions if p.skipped]
-        if skipped:
+        if skipped := self._first("skipped"):
             notes.append(
                 f"{self.skipped_offsets} offset(s) before the stream's declared start were "
-                f"skipped (first: {skipped[0].name} offsets {_half_open(skipped[0].skipped[0])})"
+                f"skipped {_first_at(skipped, _half_open(skipped.skipped[0]))}"
             )
         note = "; ".join(notes)
         if parts:
@@ -244,6 +241,11 @@ def _span(run: list[int]) -> str:
 
 def _half_open(span: tuple[int, int] | None) -> str | None:
     return None if span is None else f"[{span[0]}, {span[1]})"
+
+
+def _first_at(partition: PartitionAudit, offsets: str | None) -> str:
+    """``(first: orders[0] offsets [3, 5))``: where a finding first shows."""
+    return f"(first: {partition.name} offsets {offsets})"
 
 
 Spans = dict[tuple[str, int], list[tuple[int, int]]]
