@@ -2,13 +2,17 @@
 the demo and the bench.
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
-code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function.
+code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function. The
+local services (the broker, the Spark server) share ``up``, ``down`` and ``status``: each is a
+``LocalService`` the parser hands to ``cmd_up``, ``cmd_down`` and ``cmd_status``.
 """
 
 import argparse
 import re
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +27,43 @@ from eos_assets.settings import Settings
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class LocalService:
+    """What ``eos-assets <name> up|down|status`` runs: ``start`` (settings, port; 0: any) gives
+    its address, ``stop`` (state folder) whether one ran, ``where`` its line or None."""
+
+    name: str
+    start: Callable[[Settings, int], str]
+    stop: Callable[[Path], bool]
+    where: Callable[[Path], str | None]
+
+
+def _broker_where(state_dir: Path) -> str | None:
+    info = broker.broker_status(state_dir)
+    return info and f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})"
+
+
+def _spark_where(state_dir: Path) -> str | None:
+    info = spark_server.server_status(state_dir)
+    return info and f"running at {info.url} (pid {info.pid}, log {info.log})"
+
+
+BROKER = LocalService(
+    "broker",
+    lambda settings, port: broker.up(Path(settings.state_dir), port=port).bootstrap,
+    broker.down,
+    _broker_where,
+)
+SPARK = LocalService(
+    "spark",
+    lambda settings, port: (
+        spark_server.up(Path(settings.state_dir), settings.spark_master, port=port).url
+    ),
+    spark_server.down,
+    _spark_where,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,28 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    brk = commands.add_parser("broker", help="the embedded Kafka broker for the demo and tests")
-    actions = brk.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = actions.add_parser("up", help="start it (or find it running) and print its address")
-    start.add_argument("--port", type=int, default=0, help="Kafka port (default: any free one)")
-    start.set_defaults(handler=cmd_broker_up)
-    actions.add_parser("down", help="stop it (its data is kept)").set_defaults(
-        handler=cmd_broker_down
+    _service_parser(
+        commands,
+        BROKER,
+        "the embedded Kafka broker for the demo and tests",
+        (
+            "start it (or find it running) and print its address",
+            "Kafka port (default: any free one)",
+        ),
+        "stop it (its data is kept)",
     )
-    actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
-        handler=cmd_broker_status
-    )
-
-    spk = commands.add_parser(
-        "spark", help="the local Spark Connect server that runs use with EOS_SPARK_CONNECT=local"
-    )
-    actions = spk.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = actions.add_parser("up", help="start it (or find it running) and print its URL")
-    start.add_argument("--port", type=int, default=0, help="port (default: the previous or any)")
-    start.set_defaults(handler=cmd_spark_up)
-    actions.add_parser("down", help="stop it").set_defaults(handler=cmd_spark_down)
-    actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
-        handler=cmd_spark_status
+    _service_parser(
+        commands,
+        SPARK,
+        "the local Spark Connect server that runs use with EOS_SPARK_CONNECT=local",
+        ("start it (or find it running) and print its URL", "port (default: the previous or any)"),
+        "stop it",
     )
 
     prod = commands.add_parser(
@@ -129,6 +164,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _service_parser(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+    service: LocalService,
+    about: str,
+    up: tuple[str, str],
+    down: str,
+) -> None:
+    """``eos-assets <service> up|down|status``; ``up`` is its help and its port's."""
+    actions = commands.add_parser(service.name, help=about).add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    start = actions.add_parser("up", help=up[0])
+    start.add_argument("--port", type=int, default=0, help=up[1])
+    start.set_defaults(handler=cmd_up, service=service)
+    actions.add_parser("down", help=down).set_defaults(handler=cmd_down, service=service)
+    actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
+        handler=cmd_status, service=service
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
     options = DemoOptions(
@@ -158,46 +213,25 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_broker_up(args: argparse.Namespace) -> int:
-    """Start the embedded broker unless it runs; print its bootstrap address."""
-    info = broker.up(_state_dir(), port=args.port)
-    print(info.bootstrap)
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start a local service unless it runs; print its address."""
+    print(args.service.start(Settings.from_env(), args.port))
     return 0
 
 
-def cmd_broker_down(args: argparse.Namespace) -> int:
-    """Stop the embedded broker; a broker that is not running is not an error."""
-    return _stopped(broker.down(_state_dir()))
-
-
-def cmd_broker_status(args: argparse.Namespace) -> int:
-    """Print where the embedded broker runs; exit 1 when it does not."""
-    info = broker.broker_status(_state_dir())
-    if info is None:
-        return _not_running("broker")
-    print(f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})")
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop a local service; one that is not running is not an error."""
+    print("stopped" if args.service.stop(_state_dir()) else "not running")
     return 0
 
 
-def cmd_spark_up(args: argparse.Namespace) -> int:
-    """Start the local Spark Connect server unless it runs; print its URL."""
-    settings = Settings.from_env()
-    info = spark_server.up(Path(settings.state_dir), settings.spark_master, port=args.port)
-    print(info.url)
-    return 0
-
-
-def cmd_spark_down(args: argparse.Namespace) -> int:
-    """Stop the local Spark Connect server; a server that is not running is not an error."""
-    return _stopped(spark_server.down(_state_dir()))
-
-
-def cmd_spark_status(args: argparse.Namespace) -> int:
-    """Print where the local Spark Connect server runs; exit 1 when it does not."""
-    info = spark_server.server_status(_state_dir())
-    if info is None:
-        return _not_running("spark")
-    print(f"running at {info.url} (pid {info.pid}, log {info.log})")
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print where a local service runs; exit 1, saying how to start it, when it does not."""
+    line = args.service.where(_state_dir())
+    if line is None:
+        print(f"not running (start it with `eos-assets {args.service.name} up`)")
+        return 1
+    print(line)
     return 0
 
 
@@ -263,16 +297,3 @@ def _timestamp(text: str) -> datetime:
 
 def _state_dir() -> Path:
     return Path(Settings.from_env().state_dir)
-
-
-def _stopped(stopped: bool) -> int:
-    """The end of ``down`` of a local service (``broker``, ``spark``): it says whether it
-    stopped one; a service that was not running is not an error."""
-    print("stopped" if stopped else "not running")
-    return 0
-
-
-def _not_running(command: str) -> int:
-    """The end of ``status`` of a local service found not running: how to start it, exit 1."""
-    print(f"not running (start it with `eos-assets {command} up`)")
-    return 1
