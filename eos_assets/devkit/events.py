@@ -156,6 +156,35 @@ def _draw(
     return next_record(rng, state, "late" if late else "valid", mix)
 
 
+def record(key: str, payload: dict, kind: str, id_field: str) -> Record:
+    """The record of ``payload``, named in the manifest by its id and its ``event_type``, if any."""
+    return Record(key, encode(payload), kind, payload[id_field], payload.get("event_type"))
+
+
+def malformed_record(
+    key: str, value: bytes | None, code: str, carried: dict | None, id_field: str
+) -> Record:
+    """A record malformed with ``code``. ``carried``: the payload its value still carries (None
+    when the value is not a JSON object any more); the manifest names its id (an empty id is
+    none) and its ``event_type``, if any."""
+    return Record(
+        key=key,
+        value=value,
+        kind="malformed",
+        event_id=(carried.get(id_field) or None) if carried is not None else None,
+        event_type=carried.get("event_type") if carried is not None else None,
+        malformed=code,
+    )
+
+
+def drop_id(rng: random.Random, payload: dict, id_field: str) -> None:
+    """Take the id out of ``payload``: absent or empty, half the time each."""
+    if rng.random() < 0.5:
+        del payload[id_field]
+    else:
+        payload[id_field] = ""
+
+
 def encode(payload: object) -> bytes:
     """A record value: ``payload`` as compact JSON."""
     return json.dumps(payload, separators=(",", ":")).encode()
@@ -238,14 +267,7 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
         return _malformed(rng, orders)
     order, event_type = orders.next_event()
     at = orders.now - mix.late_by if kind == "late" else orders.now
-    payload = _payload(rng, order, event_type, at)
-    return Record(
-        key=order.order_id,
-        value=encode(payload),
-        kind=kind,
-        event_id=payload["event_id"],
-        event_type=event_type,
-    )
+    return record(order.order_id, _payload(rng, order, event_type, at), kind, "event_id")
 
 
 def _malformed(rng: random.Random, orders: _Orders) -> Record:
@@ -265,10 +287,7 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
         value = encode([payload])
     else:
         if code == Malformed.MISSING_EVENT_ID:
-            if rng.random() < 0.5:
-                del payload["event_id"]
-            else:
-                payload["event_id"] = ""
+            drop_id(rng, payload, "event_id")
         elif code == UNKNOWN_EVENT_TYPE:
             payload["event_type"] = rng.choice(("order_teleported", "OrderCreated"))
         elif code == Malformed.INVALID_EVENT_TIME:
@@ -278,11 +297,4 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
         value = encode(payload)
     # The manifest names the event id and type only where the value still carries them.
     as_object = value == encode(payload) if value is not None else False
-    return Record(
-        key=order.order_id,
-        value=value,
-        kind="malformed",
-        event_id=(payload.get("event_id") or None) if as_object else None,
-        event_type=payload["event_type"] if as_object else None,
-        malformed=code,
-    )
+    return malformed_record(order.order_id, value, code, payload if as_object else None, "event_id")

@@ -25,9 +25,12 @@ from eos_assets.devkit.events import (
     Mix,
     Record,
     TransactionPlan,
+    drop_id,
     encode,
     format_event_time,
+    malformed_record,
     plan_with,
+    record,
 )
 from eos_assets.lib.contract.contract import Malformed
 
@@ -209,14 +212,7 @@ def _record(
     rng: random.Random, session: _Session, at: int, duration: int | None, kind: str
 ) -> Record:
     """The record of ``session``'s latest view at ``at`` (epoch milliseconds)."""
-    payload = _payload(rng, session, at, duration)
-    return Record(
-        key=session.session_id,
-        value=encode(payload),
-        kind=kind,
-        event_id=payload["view_id"],
-        event_type=None,
-    )
+    return record(session.session_id, _payload(rng, session, at, duration), kind, "view_id")
 
 
 def _payload(rng: random.Random, session: _Session, at: int, duration: int | None) -> dict:
@@ -274,10 +270,7 @@ def _malformed(rng: random.Random, site: _Site) -> Record:
         value = good[: len(good) // 2]
     else:
         if code == Malformed.MISSING_EVENT_ID:
-            if rng.random() < 0.5:
-                del payload["view_id"]
-            else:
-                payload["view_id"] = ""
+            drop_id(rng, payload, "view_id")
         elif code == Malformed.INVALID_EVENT_TIME:
             at = datetime.fromtimestamp(site.now / 1000, UTC)
             payload["ts"] = format_event_time(at)  # an ISO string where a number belongs
@@ -286,12 +279,5 @@ def _malformed(rng: random.Random, site: _Site) -> Record:
         else:
             payload["page"] = None
         value = encode(payload)
-    parsed = code != Malformed.INVALID_JSON
-    return Record(
-        key=session.session_id,
-        value=value,
-        kind="malformed",
-        event_id=(payload.get("view_id") or None) if parsed else None,
-        event_type=None,
-        malformed=code,
-    )
+    carried = payload if code != Malformed.INVALID_JSON else None
+    return malformed_record(session.session_id, value, code, carried, "view_id")
