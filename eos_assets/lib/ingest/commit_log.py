@@ -19,29 +19,23 @@ from deltalake import DeltaTable
 from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.delta.txn_ids import partition_app
 
+# The columns of offsets ``[start, end)`` of one topic-partition.
+_OFFSETS = (
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("start", pa.int64()),
+    ("end", pa.int64()),
+)
 RANGE_SCHEMA = pa.schema(
     [
         ("version", pa.int64()),
         ("committed_at_ms", pa.int64()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
+        *_OFFSETS,
         ("records", pa.int64()),
         ("malformed", pa.int64()),
     ]
 )
-
-LOST_SCHEMA = pa.schema(
-    [
-        ("version", pa.int64()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
-    ]
-)
-
+LOST_SCHEMA = pa.schema([("version", pa.int64()), *_OFFSETS])
 SKIPPED_SCHEMA = pa.schema([*LOST_SCHEMA, ("declared", pa.string())])
 
 

@@ -42,10 +42,7 @@ AFTER_COMMIT = "kpi_after_commit"
 CRASH_POINTS = (AFTER_CUSTOMERS, AFTER_COMMIT)  # used by kpi_window.py and kpi_daily.py
 
 COUNTERS = (
-    ("orders_created", pa.int64()),
-    ("orders_paid", pa.int64()),
-    ("orders_cancelled", pa.int64()),
-    ("orders_refunded", pa.int64()),
+    *[(f"orders_{kind}", pa.int64()) for kind in KINDS],
     ("paid_amount", pa.float64()),
     ("refunded_amount", pa.float64()),
 )
