@@ -35,6 +35,7 @@ from eos_assets.lib.ingest.ranges import (
     loss_summary,
     lost_ranges,
     merged_ends,
+    offsets_in,
     plan_ranges,
     skipped_ranges,
     split_for_slots,
@@ -103,12 +104,12 @@ class IngestOutcome:
     @property
     def lost_offsets(self) -> int:
         """Offsets Kafka had deleted that this run acknowledged as lost and moved past."""
-        return sum(r.size for r in self.lost)
+        return offsets_in(self.lost)
 
     @property
     def skipped_offsets(self) -> int:
         """Offsets before the declared start of partitions this run read first."""
-        return sum(r.size for r in self.skipped)
+        return offsets_in(self.skipped)
 
     @property
     def malformed(self) -> int:

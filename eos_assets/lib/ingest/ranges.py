@@ -131,6 +131,11 @@ def lost_range(topic: str, partition: int, position: int | None, low: int) -> Of
     return OffsetRange(topic, partition, position, low)
 
 
+def offsets_in(ranges: Sequence[OffsetRange]) -> int:
+    """How many offsets ``ranges`` cover in all."""
+    return sum(r.size for r in ranges)
+
+
 def lost_ranges(plans: Sequence[PartitionPlan]) -> list[OffsetRange]:
     """The offsets Kafka deleted before the table read them, one range per partition."""
     return [lost for p in plans if (lost := p.lost) is not None]
@@ -148,10 +153,9 @@ def accept_loss(asset: str) -> str:
 
 def loss_summary(lost: Sequence[OffsetRange]) -> str:
     """``Kafka deleted orders[0] offsets [10, 25) before they were ingested (15 offsets ...)``."""
-    total = sum(r.size for r in lost)
     return (
-        f"Kafka deleted {describe(lost)} before they were ingested ({total} offsets lost to "
-        "retention or delete-records)"
+        f"Kafka deleted {describe(lost)} before they were ingested ({offsets_in(lost)} offsets "
+        "lost to retention or delete-records)"
     )
 
 
