@@ -6,6 +6,7 @@ holds the points of the bench's chart (``chart.py``).
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from deltalake import DeltaTable
@@ -21,6 +22,17 @@ from eos_assets.lib.kafka import kafka_tools
 SS_TARGET, SS_GOAL = 1.0, 1.5
 # The steps of our graph that take Kafka records to final windows.
 TO_WINDOWS = ("raw_events", "orders__silver__events", "orders__gold__window_aggregates")
+
+
+@dataclass(frozen=True)
+class WindowedInput:
+    """What the windowed peers read and are checked against: ``records`` events of ``topic``
+    and our graph's final window counts of them (``gold``)."""
+
+    client: Mapping[str, str]
+    topic: str
+    records: int
+    gold: Mapping[compare.WindowKey, int]
 
 
 def _point(panel: str, system: str, value: float) -> dict[str, object]:
@@ -66,18 +78,12 @@ def ours_to_windows(times: RunTimes, records: int) -> tuple[float, float]:
 
 
 def ss_windows_line(
-    spark: SparkSession,
-    client: Mapping[str, str],
-    topic: str,
-    table: Path,
-    times: RunTimes,
-    records: int,
-    gold: Mapping[compare.WindowKey, int],
+    spark: SparkSession, data: WindowedInput, table: Path, times: RunTimes
 ) -> Measurement:
     """SS dedup + windows from Kafka to Delta, against our graph's bronze, silver and windows."""
-    run = structured.windows(spark, client, topic, table)
-    diff = compare.window_diff(gold, structured.window_counts(spark, table))
-    seconds, ours = ours_to_windows(times, records)
+    run = structured.windows(spark, data.client, data.topic, table)
+    diff = compare.window_diff(data.gold, structured.window_counts(spark, table))
+    seconds, ours = ours_to_windows(times, data.records)
     ratio = ours / run.rate if run.rate else None
     return Measurement(
         "peers", "our Kafka to final windows / SS (dedup + windows)", ratio, "x",
@@ -94,23 +100,18 @@ def ss_windows_line(
 
 
 def kstreams_lines(
-    client: Mapping[str, str],
-    topic: str,
-    records: int,
-    work: Path,
-    partitions: int,
-    gold: Mapping[compare.WindowKey, int],
-    ours: float,
+    data: WindowedInput, work: Path, partitions: int, ours: float
 ) -> list[Measurement]:
     """Kafka Streams windowed counts under exactly_once_v2 and at_least_once."""
     classes = kstreams.compile_peer(work / "classes")
-    runs = {
-        g: kstreams.run_peer(kstreams.PeerJob(classes, client, topic, records, g, work, partitions))
+    jobs = {
+        g: kstreams.PeerJob(classes, data.client, data.topic, data.records, g, work, partitions)
         for g in kstreams.GUARANTEES
     }
+    runs = {g: kstreams.run_peer(job) for g, job in jobs.items()}
     lines = []
     for g, run in runs.items():
-        diff = compare.window_diff(gold, kstreams.final_counts(client, run.output_topic))
+        diff = compare.window_diff(data.gold, kstreams.final_counts(data.client, run.output_topic))
         lines.append(
             Measurement(
                 "peers", f"Kafka Streams {g} windowed counts", run.rate, "records/s",

@@ -151,13 +151,10 @@ def _peers(
     """SS silver + windows, Kafka Streams and the producer ceiling, against the main lake;
     then SS's and Kafka Streams' event -> result latency."""
     gold = compare.gold_counts(lake.uri("orders", "gold", "window_aggregates"))
-    table = work / "ss-windows" / "windows"
-    line = peers.ss_windows_line(spark, client, stream.topic, table, first, stream.produced, gold)
-    report.add(line)
+    data = peers.WindowedInput(client, stream.topic, stream.produced, gold)
+    report.add(peers.ss_windows_line(spark, data, work / "ss-windows" / "windows", first))
     _, ours = peers.ours_to_windows(first, stream.produced)
-    for line in peers.kstreams_lines(
-        client, stream.topic, stream.produced, work / "kstreams", PARTITIONS, gold, ours
-    ):
+    for line in peers.kstreams_lines(data, work / "kstreams", PARTITIONS, ours):
         report.add(line)
     # On a steady stream like the freshness stage's (--rate for --freshness-seconds).
     for line in peers.latency_lines(
