@@ -22,7 +22,7 @@ from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.derived_checks import missing
 from eos_assets.defs.silver import from_silver_metadata, run_or_fail
-from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, SPARK_DELTA, Stream
+from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.revenue import kpi
@@ -68,12 +68,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
     """The stream's revenue KPI tables and their DuckDB mirror."""
     keys = OrderKpiKeys.of(stream)
 
-    @dg.asset(
-        key=keys.kpi_window,
-        deps=[stream.events],
-        group_name=stream.group(GOLD),
-        kinds=SPARK_DELTA,
-    )
+    @stream.spark_table(keys.kpi_window, [stream.events])
     def kpi_window(
         context: dg.AssetExecutionContext,
         config: KpiWindowConfig,

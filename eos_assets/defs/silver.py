@@ -8,7 +8,7 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.errors import PySparkException
 
 from eos_assets.defs.priority import AFTER_SERVING
-from eos_assets.defs.stream import SILVER, SPARK_DELTA, Stream
+from eos_assets.defs.stream import Stream
 from eos_assets.lib.derived.entity_state import update_entity_state
 from eos_assets.lib.derived.incremental import FromSilverOutcome, Outcome
 from eos_assets.lib.derived.silver_events import update_events
@@ -79,12 +79,7 @@ def from_silver_metadata(
 def events_asset(stream: Stream) -> dg.AssetsDefinition:
     """``<stream>/silver/events``: each valid event once, deduplicated by event id."""
 
-    @dg.asset(
-        key=stream.events,
-        deps=[stream.raw_events],
-        group_name=stream.group(SILVER),
-        kinds=SPARK_DELTA,
-    )
+    @stream.spark_table(stream.events, [stream.raw_events])
     def events(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
     ) -> dg.MaterializeResult:
@@ -133,11 +128,9 @@ def entity_state_asset(
     key = stream.entity_state
     folds = ", ".join(f"{f.name} ({f.fold})" for f in spec.folds)
 
-    @dg.asset(
-        key=key,
-        deps=[stream.events],
-        group_name=stream.group(SILVER),
-        kinds=SPARK_DELTA,
+    @stream.spark_table(
+        key,
+        [stream.events],
         op_tags=AFTER_SERVING,
         automation_condition=automation_condition,
         description=f"The state of each {spec.key}, folded from its events: {folds}. A "

@@ -9,8 +9,9 @@ live in each table's own log, never meet.
 one stream's code without loading the definitions use it).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import dagster as dg
 
@@ -96,6 +97,15 @@ class Stream:
     def group(self, layer: str) -> str:
         """The asset group of one of the stream's layers (the lineage page shows each)."""
         return f"{self.name}_{layer}"
+
+    def spark_table(
+        self, key: dg.AssetKey, deps: Sequence[dg.AssetKey], **options: Any
+    ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+        """``dg.asset`` for a Delta table Spark computes from ``deps``, in its layer's group;
+        ``options`` are ``dg.asset``'s others."""
+        return dg.asset(
+            key=key, deps=deps, group_name=self.group(key.path[1]), kinds=SPARK_DELTA, **options
+        )
 
     def spark_tables(
         self, deps: Sequence[dg.AssetKey], descriptions: Mapping[dg.AssetKey, str]
