@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 import pyarrow as pa
 from py4j.protocol import Py4JJavaError
@@ -31,6 +31,7 @@ from eos_assets.lib.errors import DataLossError, EosError, raised_in
 from eos_assets.lib.ingest.ranges import (
     OffsetRange,
     PartitionPlan,
+    RangeDict,
     accept_loss,
     loss_summary,
     lost_ranges,
@@ -125,15 +126,7 @@ class IngestOutcome:
             r = f.range
             row = merged.setdefault(
                 (r.topic, r.partition),
-                CommittedRange(
-                    topic=r.topic,
-                    partition=r.partition,
-                    start=r.start,
-                    end=r.end,
-                    records=0,
-                    malformed=0,
-                    gaps=0,
-                ),
+                CommittedRange(**r.as_dict(), records=0, malformed=0, gaps=0),
             )
             row["end"] = r.end
             row["records"] += f.records
@@ -143,13 +136,9 @@ class IngestOutcome:
         return list(merged.values())
 
 
-class CommittedRange(TypedDict):
+class CommittedRange(RangeDict):
     """One partition's range as written into the commit metadata (``eos.ranges``)."""
 
-    topic: str
-    partition: int
-    start: int
-    end: int
     records: int
     malformed: int
     gaps: int

@@ -7,11 +7,21 @@ plan time, optionally capped so one run's size is bounded.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from eos_assets.lib.delta.txn_ids import partition_app
 from eos_assets.lib.errors import EosError
 
 TopicPartition = tuple[str, int]
+
+
+class RangeDict(TypedDict):
+    """An offset range as the Delta commit metadata holds it."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class OffsetRange:
         """Delta ``txn`` app id of this range's topic-partition."""
         return partition_app(self.topic, self.partition)
 
-    def as_dict(self) -> dict[str, str | int]:
+    def as_dict(self) -> RangeDict:
         """JSON-ready form, as written into the Delta commit metadata."""
         return {
             "topic": self.topic,
