@@ -149,8 +149,12 @@ def sum_steps(times: RunTimes, names: Mapping[str, str] | None = None) -> float:
     return sum(v for k, v in times.steps.items() if names is None or k in names)
 
 
-def run_checks(lake: BenchLake) -> RunTimes:
-    """Run every asset check of the product, alone (no asset), on the tables as they are."""
+def run_checks(lake: BenchLake, instance: dg.DagsterInstance | None = None) -> RunTimes:
+    """Run every asset check of the product, alone (no asset), on the tables as they are.
+
+    On ``instance`` (a new ephemeral one by default): the incremental checks start from the
+    passing evaluations it holds.
+    """
     job = dg.define_asset_job("bench_checks", selection=dg.AssetSelection.all_asset_checks())
     defs = dg.Definitions(
         assets=[*BRONZE, *DERIVED],
@@ -166,7 +170,9 @@ def run_checks(lake: BenchLake) -> RunTimes:
     try:
         began = time.monotonic()
         result = defs.resolve_job_def("bench_checks").execute_in_process(
-            run_config=quiet, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+            run_config=quiet,
+            instance=instance or dg.DagsterInstance.ephemeral(),
+            raise_on_error=False,
         )
         wall = time.monotonic() - began
     finally:

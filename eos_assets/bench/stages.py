@@ -4,6 +4,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import median
 
+import dagster as dg
 from pyspark.sql import SparkSession
 
 from eos_assets.bench import ingest, peer
@@ -16,7 +17,7 @@ INGEST_TARGET = 0.6
 EOS_OVERHEAD_TARGET = 0.05
 INCREMENT_TARGET = 1.3
 MEMORY_TARGET = 1.1
-CHECKS_TARGET_S = 10.0
+CHECKS_TARGET_S = 5.0  # issue 17: the checks that run with the assets, at 5M events
 # Scheduled checks: they read Kafka, not the lake, and run on their own schedules.
 SCHEDULED = ("fresh_within_max_age", "matches_kafka_log")
 # The steps of an ingest_and_refresh run on the way to the KPIs in DuckDB, in their order.
@@ -158,13 +159,16 @@ def memory_line(small: ProbeResult, large: ProbeResult) -> Measurement:
 
 
 def checks_stage(lake: BenchLake, events: int) -> list[Measurement]:
-    """Wall time of every asset check on the large tables."""
-    times = run_checks(lake)
+    """Wall time of every asset check on the large tables: first with no earlier evaluation
+    (each check reads its whole table), then again on the same instance, where the incremental
+    checks start from the first run's evaluations and find nothing new."""
+    instance = dg.DagsterInstance.ephemeral()
+    times = run_checks(lake, instance)
+    again = run_checks(lake, instance)
     names = list(times.metadata["passed"])
-    steps = {
-        next((n for n in names if k.endswith(n)), k): round(v, 2) for k, v in times.steps.items()
-    }
+    steps, repeat = _named(times, names), _named(again, names)
     with_assets = sum(v for k, v in steps.items() if not k.endswith(SCHEDULED))
+    repeated = sum(v for k, v in repeat.items() if not k.endswith(SCHEDULED))
     scheduled = {k: v for k, v in steps.items() if k.endswith(SCHEDULED)}
     failed = [k for k, ok in times.metadata["passed"].items() if not ok]
     return [
@@ -176,10 +180,23 @@ def checks_stage(lake: BenchLake, events: int) -> list[Measurement]:
             data={"steps": steps, "passed": times.metadata["passed"], "wall": times.wall},
         ),
         Measurement(
+            "checks", "the same, again from their last passing evaluations (nothing new)",
+            repeated, "s",
+            detail=", ".join(f"{k} {v:.1f}s" for k, v in repeat.items() if k not in scheduled),
+            data={"steps": repeat, "passed": again.metadata["passed"], "wall": again.wall},
+        ),
+        Measurement(
             "checks", "scheduled checks (read Kafka)", sum(scheduled.values()), "s",
             detail=", ".join(f"{k} {v:.1f}s" for k, v in scheduled.items()),
         ),
     ]  # fmt: skip
+
+
+def _named(times: RunTimes, names: list[str]) -> dict[str, float]:
+    """Step durations keyed by check name."""
+    return {
+        next((n for n in names if k.endswith(n)), k): round(v, 2) for k, v in times.steps.items()
+    }
 
 
 def peer_line(lake: BenchLake, times: RunTimes, slots: int) -> Measurement:

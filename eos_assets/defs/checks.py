@@ -12,9 +12,10 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from eos_assets.defs.check_state import CheckConfig, last_checked
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.audit import AuditReport, audit_bronze
-from eos_assets.lib.checks.contiguity import check_contiguity
+from eos_assets.lib.checks.contiguity import contiguity_of
 from eos_assets.lib.checks.freshness import bronze_freshness
 from eos_assets.lib.checks.malformed import malformed_rate
 from eos_assets.lib.delta import delta_io
@@ -116,15 +117,15 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         "(accept_data_loss) tile as acknowledged loss and are listed, never a hole.",
         blocking=True,
     )
-    def offsets_contiguous(lake: LakeResource) -> dg.AssetCheckResult:
-        """Prove bronze holds each committed offset range once and nothing else."""
+    def offsets_contiguous(
+        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+    ) -> dg.AssetCheckResult:
+        """Prove bronze holds each committed offset range once and nothing else (the rows
+        added since the latest passing evaluation, see ``defs/check_state``)."""
 
         def read(uri: str) -> CheckReport:
-            log = read_ingest_log(delta_io.load(uri, lake.storage_options))
-            offsets = delta_io.read_arrow(
-                uri, lake.storage_options, ["topic", "partition", "offset"]
-            )
-            return check_contiguity(log, offsets)
+            dt = delta_io.load(uri, lake.storage_options)
+            return contiguity_of(dt, last_checked(context, config), lake.storage_options)
 
         return _reported(table, lake, read)
 

@@ -2,27 +2,45 @@
 
 ``event_id_unique`` is blocking: gold never computes from a silver table with a duplicated
 event. The window reconciliation fails with severity ERROR but blocks nothing downstream.
+
+Both are incremental (``defs/check_state``). ``event_id_unique`` reads the ids of the rows
+added since the snapshot its latest passing evaluation proved and probes the proven ids with
+them (no hash table of every id). The window reconciliation starts from the snapshots its latest
+passing evaluation proved (gold's, and silver's at the version gold had consumed) and compares
+only the windows that became final since and those whose gold or silver rows changed since.
+Each checks the whole table when there is nothing to start from, when a proven snapshot is gone
+or is not the one proven, when silver lost a file, when the watermark went back or the window
+size changed, and when run with ``full``.
 """
 
+from collections.abc import Mapping, Sequence
+
 import dagster as dg
+from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.automation import check_with_asset
+from eos_assets.defs.check_state import CheckConfig, last_checked, last_passed
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
+from eos_assets.lib.checks.increment import Checked, read_files, since, table_schema
 from eos_assets.lib.checks.reconcile import (
-    read_version,
+    Report,
+    changed_windows,
+    new_event_ids_unique,
     reconcile_windows,
     silver_columns,
     unique_event_ids,
 )
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived import windows
+from eos_assets.lib.derived.windows import at
 from eos_assets.resources.lake import LakeResource
 
 EVENT_ID_UNIQUE = "event_id_unique"
 WINDOWS_RECONCILE = "final_windows_match_silver"
+MAX_INTERVALS = 64  # window ranges named in one read predicate; beyond, one bounding range
 
 
 def missing(what: str) -> dg.AssetCheckResult:
@@ -38,16 +56,17 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         "Every event_id is present once in silver/events (and never null).",
         blocking=True,
     )
-    def event_id_unique(lake: LakeResource) -> dg.AssetCheckResult:
+    def event_id_unique(
+        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+    ) -> dg.AssetCheckResult:
         """Prove silver's insert-if-absent kept one row per event_id."""
         uri = lake.table_uri(*stream.events.path)
         try:
-            report = unique_event_ids(delta_io.read_arrow(uri, lake.storage_options, ["event_id"]))
-            if report.problem_count:  # read again to say where each duplicate came from
-                columns = ["event_id", "topic", "partition", "offset"]
-                report = unique_event_ids(delta_io.read_arrow(uri, lake.storage_options, columns))
+            dt = delta_io.load(uri, lake.storage_options)
         except TableNotFoundError:
             return missing(f"no Delta table at {uri}")
+        report = unique_ids(dt, last_checked(context, config), dict(lake.storage_options or {}))
+        report.counts.update(Checked.of(dt).metadata())
         return report_result(report)
 
     @check_with_asset(
@@ -57,7 +76,9 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         "same window, silver read at the version the windows consumed.",
         op_tags=AFTER_SERVING,
     )
-    def final_windows_match_silver(lake: LakeResource) -> dg.AssetCheckResult:
+    def final_windows_match_silver(
+        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+    ) -> dg.AssetCheckResult:
         """Reconcile window aggregates with silver/events for final windows."""
         uri = lake.table_uri(*stream.window_aggregates.path)
         try:
@@ -66,19 +87,143 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             return missing(f"no Delta table at {uri}")
         state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
         size_s = dt.transaction_version(windows.SIZE_APP)
-        if state[windows.APP] is None or size_s is None:
+        consumed = state[windows.APP]
+        if consumed is None or size_s is None:
             return missing(f"{uri} has consumed no silver version yet")
-        gold = delta_io.read_arrow(uri, lake.storage_options)
-        silver = read_version(
-            lake.table_uri(*stream.events.path),
-            state[windows.APP],
-            silver_columns(stream.windows),
-            lake.storage_options,
-        )
-        report = reconcile_windows(
-            stream.windows, gold, silver, size_s, state[windows.WATERMARK_APP]
-        )
-        report.counts["silver_version"] = state[windows.APP]
+        silver_uri = lake.table_uri(*stream.events.path)
+        options = dict(lake.storage_options or {})
+        silver = DeltaTable(silver_uri, version=consumed, storage_options=options)
+        report = reconcile(
+            stream, dt, silver, size_s, state[windows.WATERMARK_APP],
+            last_passed(context, config), options,
+        )  # fmt: skip
+        report.counts["silver_version"] = consumed
+        report.counts.update(Checked.of(dt).metadata())
+        report.counts.update(Checked.of(silver).metadata(SILVER))
         return report_result(report)
 
     return [event_id_unique, final_windows_match_silver]
+
+
+SILVER = "silver_"  # prefix of the proven silver snapshot's metadata keys
+
+
+def unique_ids(
+    dt: DeltaTable, checked: Checked | None, storage_options: Mapping[str, str]
+) -> Report:
+    """``event_id`` uniqueness in snapshot ``dt``: only the rows added since ``checked`` are
+    looked at (against the proven ids) when no file was removed since."""
+    schema = table_schema(dt)
+    files = dt.file_uris()
+    diff = since(dt.table_uri, dt, checked, storage_options)
+    if diff is not None and not diff.removed:
+        added = set(diff.added)
+        report = new_event_ids_unique(
+            read_files(diff.added, schema, ["event_id"]),
+            read_files([f for f in files if f not in added], schema, ["event_id"]),
+            diff.base,
+        )
+        if report.ok:
+            return report
+    # The whole table; read again to say where each duplicate came from.
+    report = unique_event_ids(read_files(files, schema, ["event_id"]))
+    if report.problem_count:
+        located = [c for c in ("event_id", "topic", "partition", "offset") if c in schema.names]
+        report = unique_event_ids(read_files(files, schema, located))
+    return report
+
+
+def reconcile(
+    stream: Stream,
+    gold: DeltaTable,
+    silver: DeltaTable,
+    size_s: int,
+    watermark_us: int | None,
+    previous: Mapping[str, object] | None,
+    storage_options: Mapping[str, str],
+) -> Report:
+    """The window reconciliation of snapshots ``gold`` and ``silver`` (the version gold
+    consumed): only the windows changed since ``previous`` (a passing evaluation's metadata),
+    or every final window."""
+    columns = silver_columns(stream.windows)
+    numbers = _changed(gold, silver, size_s, watermark_us, previous, storage_options)
+    if numbers is None:
+        gold_rows = read_files(gold.file_uris(), table_schema(gold), table_schema(gold).names)
+        silver_rows = read_files(silver.file_uris(), table_schema(silver), columns)
+        report = reconcile_windows(stream.windows, gold_rows, silver_rows, size_s, watermark_us)
+        report.counts["since_gold_version"] = None
+        return report
+    spans = _spans(numbers, size_s)
+    gold_rows = read_files(
+        _files(gold, "window_start", spans), table_schema(gold), table_schema(gold).names
+    )
+    silver_rows = read_files(_files(silver, "event_time", spans), table_schema(silver), columns)
+    report = reconcile_windows(
+        stream.windows, gold_rows, silver_rows, size_s, watermark_us, only=numbers
+    )
+    base = Checked.from_metadata(previous)
+    report.counts["since_gold_version"] = base.version if base else None
+    report.ok_text += (
+        f" (the {len(numbers)} window(s) final and new or changed since gold version "
+        f"{base.version if base else '?'}; the others were proven then)"
+    )
+    return report
+
+
+def _changed(
+    gold: DeltaTable,
+    silver: DeltaTable,
+    size_s: int,
+    watermark_us: int | None,
+    previous: Mapping[str, object] | None,
+    storage_options: Mapping[str, str],
+) -> list[int] | None:
+    """The window numbers to compare after ``previous``, None for every final window."""
+    if previous is None or watermark_us is None:
+        return None
+    before = previous.get("watermark_us")
+    if not isinstance(before, int) or previous.get("window_size_s") != size_s:
+        return None
+    if before > watermark_us:
+        return None
+    gold_since = since(gold.table_uri, gold, Checked.from_metadata(previous), storage_options)
+    silver_since = since(
+        silver.table_uri, silver, Checked.from_metadata(previous, SILVER), storage_options
+    )
+    if gold_since is None or silver_since is None or silver_since.removed:
+        return None
+    try:  # files removed from gold since may be gone (vacuum): then compare all
+        starts = read_files(
+            gold_since.added + gold_since.removed, table_schema(gold), ["window_start"]
+        )
+    except OSError:
+        return None
+    times = read_files(silver_since.added, table_schema(silver), ["event_time"])
+    return changed_windows(
+        size_s, before, watermark_us, starts["window_start"], times["event_time"]
+    )
+
+
+def _spans(numbers: Sequence[int], size_s: int) -> list[tuple[int, int]]:
+    """The window numbers as ranges ``[start, end)`` of microseconds, at most MAX_INTERVALS."""
+    size_us = size_s * 1_000_000
+    spans: list[tuple[int, int]] = []
+    for n in sorted(numbers):
+        if spans and spans[-1][1] == n * size_us:
+            spans[-1] = (spans[-1][0], (n + 1) * size_us)
+        else:
+            spans.append((n * size_us, (n + 1) * size_us))
+    if len(spans) > MAX_INTERVALS:
+        spans = [(spans[0][0], spans[-1][1])]
+    return spans
+
+
+def _files(dt: DeltaTable, column: str, spans: Sequence[tuple[int, int]]) -> list[str]:
+    """The files of ``dt`` whose statistics let ``column`` fall in one of ``spans``."""
+    if not spans:
+        return []
+    predicate = " OR ".join(
+        f"({column} >= '{at(a).isoformat()}' AND {column} < '{at(b).isoformat()}')"
+        for a, b in spans
+    )
+    return dt.file_uris(file_pruning_predicate=predicate)

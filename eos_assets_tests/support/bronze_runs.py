@@ -24,7 +24,7 @@ def ingest_history(uri: str) -> list[dict]:
 
 
 def evaluate(check: dg.AssetChecksDefinition, **resources: object) -> dg.AssetCheckResult:
-    """Run one asset check directly with real resources."""
-    result = check(**resources)
+    """Run one asset check directly with real resources (and a context with no history)."""
+    result = check(dg.build_asset_check_context(), **resources)
     assert isinstance(result, dg.AssetCheckResult)
     return result

@@ -12,15 +12,25 @@ acknowledged loss, never as a hole. Offsets a declared start (``latest`` or a ti
 when the table first read a partition are recorded the same way (``eos.skipped``): they tile
 like a range with no row and are listed as declared skips; a row inside one is outside every
 range.
+
+Incrementally (``after``): the rows of a snapshot already proven are not read again. The
+ranges still tile as a whole (they come from the log alone), the rows of the files added since
+must each lie in a range committed after that snapshot, exactly as many as each such range
+recorded, and none may repeat. A range committed before holds exactly its recorded rows (it was
+proven), so a new row inside one, or below the first range the log still holds, is reported.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
+from deltalake import DeltaTable
 
-from eos_assets.lib.ingest.commit_log import IngestLog
+from eos_assets.lib.checks.increment import Checked, read_files, since, table_schema
+from eos_assets.lib.ingest.commit_log import IngestLog, read_ingest_log
+
+OFFSETS = ["topic", "partition", "offset"]
 
 SAMPLE = 10  # offenders listed by name in a report; counts are always complete
 
@@ -47,6 +57,8 @@ class ContiguityReport:
     outside: list[str] = field(default_factory=list)
     duplicate_count: int = 0
     duplicates: list[str] = field(default_factory=list)
+    since_version: int | None = None
+    checked: dict[str, object] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -63,8 +75,11 @@ class ContiguityReport:
     def summary(self) -> str:
         """One line: what is wrong first, or what was proven."""
         if self.ok:
+            rows = f"{self.rows} rows"
+            if self.since_version is not None:
+                rows += f" added since version {self.since_version}, each"
             proven = (
-                f"{self.rows} rows in {self.ranges} committed ranges over {self.partitions} "
+                f"{rows} in {self.ranges} committed ranges over {self.partitions} "
                 f"partitions tile without hole or overlap; {self.gaps} offsets are gaps "
                 "(transaction markers or aborted records)"
             )
@@ -117,16 +132,44 @@ class ContiguityReport:
             "first_rows_outside": self.outside,
             "duplicate_offsets": self.duplicate_count,
             "first_duplicates": self.duplicates,
+            "rows_checked_since_version": self.since_version,
+            **self.checked,
         }
 
 
-def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
+def contiguity_of(
+    dt: DeltaTable, checked: Checked | None, storage_options: Mapping[str, str] | None = None
+) -> ContiguityReport:
+    """Check snapshot ``dt`` of a bronze table, and record it as proven in the report.
+
+    Only the rows of the files added since ``checked`` are read when no file was removed since
+    and the log holds every later commit; otherwise every row.
+    """
+    log = read_ingest_log(dt)
+    schema = table_schema(dt)
+    diff = since(dt.table_uri, dt, checked, storage_options)
+    if diff is not None and not diff.removed and log.first_version <= diff.base + 1:
+        report = check_contiguity(log, read_files(diff.added, schema, OFFSETS), after=diff.base)
+    else:
+        report = check_contiguity(log, read_files(dt.file_uris(), schema, OFFSETS))
+    report.checked = Checked.of(dt).metadata()
+    return report
+
+
+def check_contiguity(
+    log: IngestLog, offsets: pa.Table, after: int | None = None
+) -> ContiguityReport:
     """Check the committed ranges of ``log`` against the bronze rows ``offsets``.
 
     Args:
         log: the ingest commits still in the table's log and the ``txn`` positions.
-        offsets: the table's ``topic, partition, offset`` columns.
+        offsets: the table's ``topic, partition, offset`` columns; with ``after``, those of
+            the files added since version ``after`` only.
+        after: a version whose snapshot was proven, with no file removed since; the log
+            must hold every later commit.
     """
+    if after is not None and log.first_version > after + 1:
+        raise ValueError(f"the log no longer holds the commits after version {after}")
     con = duckdb.connect()
     try:
         con.register("ranges", log.ranges)
@@ -139,7 +182,7 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
             'UNION ALL SELECT version, topic, partition, start, "end" FROM lost '
             'UNION ALL SELECT version, topic, partition, start, "end" FROM skipped'
         )
-        con.register("bronze_rows", offsets.select(["topic", "partition", "offset"]))
+        con.register("bronze_rows", offsets.select(OFFSETS))
         # OFFSET is an SQL keyword: the column is ``off`` in the queries below.
         con.execute(
             'CREATE VIEW bronze AS SELECT topic, partition, "offset" AS off FROM bronze_rows'
@@ -149,6 +192,7 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
             ranges=log.ranges.num_rows,
             rows=offsets.num_rows,
             log_complete=log.complete,
+            since_version=after,
         )
         report.gaps = _scalar(con, 'SELECT sum("end" - start - records) FROM ranges')
         report.lost_offsets = _scalar(con, 'SELECT sum("end" - start) FROM lost')
@@ -167,7 +211,7 @@ def check_contiguity(log: IngestLog, offsets: pa.Table) -> ContiguityReport:
         ]
         _tiling(con, report)
         _positions(con, log, report)
-        _rows(con, log, report)
+        _rows(con, log, report, after)
         return report
     finally:
         con.close()
@@ -221,7 +265,9 @@ def _positions(con: duckdb.DuckDBPyConnection, log: IngestLog, report: Contiguit
             )
 
 
-def _rows(con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityReport) -> None:
+def _rows(
+    con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityReport, after: int | None
+) -> None:
     con.execute(
         """
         CREATE TEMP TABLE placed AS
@@ -236,9 +282,10 @@ def _rows(con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityRepo
     )
     inside = 'start IS NOT NULL AND off < "end"'
     outside_where = f"NOT ({inside})"
-    if not log.complete:
+    if not log.complete and after is None:
         # Ranges older than the retained log are unknown: rows below the first known range
-        # cannot be placed, and are counted apart rather than called outside.
+        # cannot be placed, and are counted apart rather than called outside. A row added
+        # after a proven snapshot can only belong to a later range, which the log holds.
         report.rows_before_log = _scalar(
             con, f"SELECT count(*) FROM placed WHERE {outside_where} AND before_log"
         )
@@ -262,14 +309,18 @@ def _rows(con: duckdb.DuckDBPyConnection, log: IngestLog, report: ContiguityRepo
             f"SELECT topic, partition, off, n FROM duplicated ORDER BY ALL LIMIT {SAMPLE}"
         ).fetchall()
     ]
+    # A range of a proven snapshot holds its recorded rows already: the rows read (added
+    # since) must bring exactly nothing to it.
+    proven = "false" if after is None else f"r.version <= {int(after)}"
     mismatched = con.execute(
         f"""
-        SELECT r.topic, r.partition, r.start, r."end", r.version, r.records, coalesce(c.n, 0)
+        SELECT r.topic, r.partition, r.start, r."end", r.version, r.records,
+               coalesce(c.n, 0) + CASE WHEN {proven} THEN r.records ELSE 0 END AS held
         FROM ranges r LEFT JOIN (
             SELECT topic, partition, start, version, count(*) AS n FROM placed
             WHERE {inside} GROUP BY ALL) c
         USING (topic, partition, start, version)
-        WHERE r.records <> coalesce(c.n, 0)
+        WHERE r.records <> held
         ORDER BY r.topic, r.partition, r.start
         """
     ).fetchall()

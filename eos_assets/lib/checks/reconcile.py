@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from eos_assets.lib.contract.stream_shape import COUNT, COUNT_DISTINCT, SUM, Measure, WindowShape
 from eos_assets.lib.delta import delta_io
@@ -107,6 +108,44 @@ def unique_event_ids(silver: pa.Table) -> Report:
     return report
 
 
+def new_event_ids_unique(added: pa.Table, proven: pa.Table, since_version: int) -> Report:
+    """The ``event_id`` of the rows ``added`` since a snapshot proven unique (``proven``, its
+    ids) are never null, appear once among themselves and never among the proven ones.
+
+    A problem is only counted here; ``unique_event_ids`` over the whole table names it.
+    """
+    con = duckdb.connect()
+    try:
+        con.register("added", added.select(["event_id"]))
+        con.register("proven", proven.select(["event_id"]))
+        # The proven ids are only probed against the added ones: no hash table of them all.
+        rows, nulls, repeated = con.execute(
+            "SELECT count(*), count(*) - count(event_id), count(event_id) - count(DISTINCT "
+            "event_id) FROM added"
+        ).fetchone() or (0, 0, 0)
+        taken = con.execute(
+            "SELECT count(*) FROM proven WHERE event_id IN "
+            "(SELECT event_id FROM added WHERE event_id IS NOT NULL)"
+        ).fetchone() or (0,)
+    finally:
+        con.close()
+    report = Report(
+        ok_text=(
+            f"{rows} rows added since version {since_version}: each event_id once, and none "
+            f"among the {proven.num_rows} rows proven then"
+        )
+    )
+    report.problem_count = int(bool(nulls)) + int(repeated) + int(taken[0])
+    report.counts = {
+        "rows": int(rows) + proven.num_rows,
+        "rows_checked_since_version": since_version,
+        "rows_added": int(rows),
+        "null_event_ids": int(nulls),
+        "duplicated_event_ids": int(repeated) + int(taken[0]),
+    }
+    return report
+
+
 def silver_columns(shape: WindowShape) -> list[str]:
     """The silver/events columns ``reconcile_windows`` reads for windows of ``shape``."""
     fields = [*shape.dimensions, *(m.of for m in shape.measures if m.of is not None)]
@@ -114,7 +153,12 @@ def silver_columns(shape: WindowShape) -> list[str]:
 
 
 def reconcile_windows(
-    shape: WindowShape, windows: pa.Table, silver: pa.Table, size_s: int, watermark_us: int | None
+    shape: WindowShape,
+    windows: pa.Table,
+    silver: pa.Table,
+    size_s: int,
+    watermark_us: int | None,
+    only: Sequence[int] | None = None,
 ) -> Report:
     """Compare the final windows with the silver totals of the same windows.
 
@@ -125,6 +169,9 @@ def reconcile_windows(
             ``silver_columns(shape)``).
         size_s: the window size (the table's ``eos:config:window_size_s`` record).
         watermark_us: the table's watermark; windows ending at or before it are final.
+        only: compare only the windows of these numbers (start = number x size), every final
+            window when None; ``windows`` and ``silver`` must then hold at least all the rows
+            of these windows.
     """
     report = Report()
     if watermark_us is None:
@@ -138,9 +185,18 @@ def reconcile_windows(
     ]
     con = duckdb.connect()
     try:
-        con.register("gold_rows", windows)
-        con.register("silver", silver)
         size_us = size_s * 1_000_000
+        picked = "true"
+        if only is not None:
+            con.register("picked", pa.table({"w": pa.array(sorted(set(only)), pa.int64())}))
+            picked = "_eos_w IN (SELECT w FROM picked)"
+        con.register("gold_all", windows)
+        con.execute(
+            "CREATE VIEW gold_rows AS SELECT * FROM (SELECT *, "
+            f"floor(epoch_us(window_start) / {size_us})::BIGINT AS _eos_w FROM gold_all) "
+            f"WHERE {picked}"
+        )
+        con.register("silver", silver)
         dimensions = "".join(f", coalesce({d}, '') AS {d}" for d in key[1:])
         aggregates = ", ".join(
             f"{_aggregate(m)} AS {q}" for m, q in zip(shape.measures, measures, strict=True)
@@ -151,7 +207,7 @@ def reconcile_windows(
             SELECT make_timestamptz(_eos_w * {size_us}) AS window_start{dimensions},
                    count(*) AS _eos_events, {aggregates}
             FROM (SELECT *, floor(epoch_us(event_time) / {size_us})::BIGINT AS _eos_w FROM silver)
-            WHERE (_eos_w + 1) * {size_us} <= {watermark_us}
+            WHERE (_eos_w + 1) * {size_us} <= {watermark_us} AND {picked}
             GROUP BY ALL
             """
         )
@@ -271,3 +327,28 @@ def reconcile_serving(
         report.counts[f"{table.name}_delta_version"] = int(version)
     report.ok_text = "DuckDB equals Delta, key by key: " + ", ".join(checked)
     return report
+
+
+def changed_windows(
+    size_s: int,
+    watermark_before: int,
+    watermark_after: int,
+    gold_starts: pa.Array | pa.ChunkedArray,
+    silver_times: pa.Array | pa.ChunkedArray,
+) -> list[int]:
+    """The numbers of the windows final at ``watermark_after`` that a reconciliation proven at
+    ``watermark_before`` has not covered as they are now.
+
+    Those are the windows that became final since, the windows of the gold rows added or
+    removed since (``gold_starts``: their ``window_start``) and the windows of the silver rows
+    added since (``silver_times``: their ``event_time``). Every other final window has the
+    same gold rows and the same silver rows as when it was proven.
+    """
+    size_us = size_s * 1_000_000
+    last_final = watermark_after // size_us - 1
+    numbers = set(range(watermark_before // size_us, last_final + 1))
+    for times in (gold_starts, silver_times):
+        micros = pc.cast(pc.cast(times, pa.timestamp("us", tz="UTC")), pa.int64()).drop_null()
+        touched = {t // size_us for t in micros.to_pylist()}
+        numbers.update(w for w in touched if w <= last_final)
+    return sorted(numbers)

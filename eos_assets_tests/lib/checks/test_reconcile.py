@@ -10,6 +10,8 @@ from deltalake import write_deltalake
 
 from eos_assets.lib.checks.reconcile import (
     Served,
+    changed_windows,
+    new_event_ids_unique,
     read_version,
     reconcile_serving,
     reconcile_windows,
@@ -130,6 +132,39 @@ def test_duplicated_and_null_event_ids_are_named_with_where_they_came_from() -> 
     assert unique_event_ids(silver.slice(0, 2)).summary() == (
         "2 rows, 2 distinct event_ids: each exactly once"
     )
+
+
+def test_added_event_ids_are_checked_among_themselves_and_against_the_proven_ones() -> None:
+    proven = pa.table({"event_id": ["a", "b", "c"]})
+    clean = new_event_ids_unique(pa.table({"event_id": ["d", "e"]}), proven, 4)
+    assert clean.ok, clean.summary()
+    assert clean.summary() == (
+        "2 rows added since version 4: each event_id once, and none among the 3 rows proven then"
+    )
+    assert (clean.counts["rows"], clean.counts["rows_checked_since_version"]) == (5, 4)
+    broken = new_event_ids_unique(pa.table({"event_id": ["d", "d", "b", None]}), proven, 4)
+    assert not broken.ok
+    assert (broken.counts["duplicated_event_ids"], broken.counts["null_event_ids"]) == (2, 1)
+    assert broken.problem_count == 3
+
+
+def test_the_windows_to_compare_again_are_the_newly_final_and_the_touched_ones() -> None:
+    minute = 60_000_000
+    w0 = int(T0.timestamp() * 1_000_000) // minute
+
+    def at(minutes: list[float]) -> pa.Array:
+        return pa.array([T0 + timedelta(minutes=m) for m in minutes], UTC_US)
+
+    numbers = changed_windows(
+        60,
+        (w0 + 5) * minute + 1,  # windows up to w0+4 were final
+        (w0 + 8) * minute,  # now up to w0+7
+        at([1, 9]),  # a gold row of w0+1 rewritten; w0+9 is not final: not compared
+        at([2.5, 6]),  # silver rows added to w0+2 and w0+6
+    )
+    assert [n - w0 for n in numbers] == [1, 2, 5, 6, 7]
+    nothing = changed_windows(60, (w0 + 8) * minute, (w0 + 8) * minute, at([]), at([]))
+    assert nothing == []
 
 
 def kpi(day: list[str], orders: list[int]) -> pa.Table:
