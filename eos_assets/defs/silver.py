@@ -53,15 +53,14 @@ def derived_metadata(
     context: dg.AssetExecutionContext,
     outcome: Outcome,
     upstream: str,
-    consumed: tuple[int, int] | None,
     details: Mapping[str, Any],
 ) -> dict[str, Any]:
     """A derived table's run metadata around its own ``details``; a run with nothing new logs so."""
-    if consumed is None:
+    if outcome.consumed is None:
         context.log.info(f"no new {upstream} versions: nothing to do")
     return {
         "delta_version": outcome.version,
-        f"{upstream}_versions_consumed": versions_json(consumed),
+        f"{upstream}_versions_consumed": versions_json(outcome.consumed),
         **details,
         "attempts": outcome.attempts,
         "seconds": seconds(outcome.seconds),
@@ -73,7 +72,7 @@ def from_silver_metadata(
 ) -> dict[str, Any]:
     """``derived_metadata`` of a table derived from silver/events: the events in come first."""
     details = {"events_in": outcome.events, **details}
-    return derived_metadata(context, outcome, "silver", outcome.silver_versions, details)
+    return derived_metadata(context, outcome, "silver", details)
 
 
 def events_asset(stream: Stream) -> dg.AssetsDefinition:
@@ -111,9 +110,7 @@ def events_asset(stream: Stream) -> dg.AssetsDefinition:
             "silver_rows_read_for_dedup": outcome.existing_rows_read,
             "files_written": outcome.files_written,
         }
-        return dg.MaterializeResult(
-            metadata=derived_metadata(context, outcome, "bronze", outcome.bronze_versions, details)
-        )
+        return dg.MaterializeResult(metadata=derived_metadata(context, outcome, "bronze", details))
 
     return events
 

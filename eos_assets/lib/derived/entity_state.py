@@ -131,7 +131,6 @@ def _step(
     attempt: incremental.Attempt,
     outcome: EntityStateOutcome,
 ) -> None:
-    outcome.silver_versions = attempt.versions
     events = increments.read_files(
         spark,
         attempt.increment.files,

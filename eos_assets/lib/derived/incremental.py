@@ -42,25 +42,23 @@ class Outcome:
 
     Attributes:
         version: the table version the run committed; None when nothing was committed.
+        consumed: the upstream versions ``[first, last]`` the run consumed; None when none was
+            new.
         attempts: attempts made (more than one after a lost commit race).
         seconds: time spent by phase; ``total`` for the whole run.
     """
 
     version: int | None = None
+    consumed: tuple[int, int] | None = None
     attempts: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class FromSilverOutcome(Outcome):
-    """What the run of a table derived from silver/events reports before its own counts.
+    """What the run of a table derived from silver/events reports before its own counts:
+    ``events``, the new silver events that went into the table."""
 
-    Attributes:
-        silver_versions: the silver versions ``[first, last]`` consumed; None when none was new.
-        events: the new silver events that went into the table.
-    """
-
-    silver_versions: tuple[int, int] | None = None
     events: int = 0
 
 
@@ -152,6 +150,7 @@ def run(
             attempt = Attempt(
                 table, target, companions, upstream, increment, uuid.uuid4().hex, started
             )
+            outcome.consumed = attempt.versions
             try:
                 step(attempt, outcome)
             except CommitFailedError:

@@ -81,7 +81,6 @@ def stored_schema(events: DeltaTable) -> pa.Schema:
 class EventsOutcome(Outcome):
     """What one run of silver/events did, besides what every derived table reports."""
 
-    bronze_versions: tuple[int, int] | None = None
     bronze_rows: int = 0
     malformed: int = 0
     duplicates_in_batch: int = 0
@@ -119,7 +118,6 @@ def _step(
 ) -> None:
     schema = events_schema(contract)
     increment = attempt.increment
-    outcome.bronze_versions = attempt.versions
     # The batch's counts and event-time spans come from three columns read with Arrow on the
     # driver (milliseconds): Spark then runs one query, rank, anti-join and write.
     valid, firsts, spans = batch_summary(increment.files)

@@ -139,7 +139,6 @@ def _step(
     late_columns = late_schema(stream.contract)
     state = delta_io.positions(dt, [MAX_EVENT_TIME_APP, WATERMARK_APP])
     increment = attempt.increment
-    outcome.silver_versions = attempt.versions
     stored = delta_io.data_schema(events_schema(stream.contract), PARTITION_BY)
     events = fill_dimensions(
         increments.read_files(

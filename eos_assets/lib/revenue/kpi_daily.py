@@ -68,7 +68,6 @@ def update_kpi_daily(
 def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome) -> None:
     dt, (customers_dt,) = attempt.target, attempt.companions
     increment = attempt.increment
-    outcome.silver_versions = attempt.versions
     outcome.events = increment.records
     new = read_increment(spark, increment).withColumn("day", F.to_date("event_time"))
     batch = {

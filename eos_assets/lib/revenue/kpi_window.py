@@ -72,7 +72,6 @@ def update_kpi_window(
 def _step(
     spark: SparkSession, size_us: int, attempt: incremental.Attempt, outcome: KpiOutcome
 ) -> None:
-    outcome.silver_versions = attempt.versions
     outcome.events = attempt.increment.records
     us = F.unix_micros("event_time")
     keys = [

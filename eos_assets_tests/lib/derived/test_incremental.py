@@ -50,6 +50,7 @@ def test_commits_the_increment_once_then_skips(table: incremental.Derived) -> No
     again = incremental.run(table, Outcome, _commit)
     assert (again.version, again.attempts, again.steps) == (None, 1, 0)
     assert DeltaTable(table.uri).version() == 1 and "total" in again.seconds
+    assert (first.consumed, again.consumed) == ((0, 0), None)
 
 
 def test_a_lost_race_replans_and_adds_nothing(table: incremental.Derived) -> None:
