@@ -94,7 +94,13 @@ class EntitySpec:
 
 @dataclass
 class EntityStateOutcome(FromSilverOutcome):
-    """What one run of silver/entity_state did, besides what every table from silver reports."""
+    """What one run of silver/entity_state did, besides what every table from silver reports.
+
+    Attributes:
+        entities_touched: entities with new events; the merge inserted ``entities_inserted``
+            state rows and updated ``entities_updated``.
+        files_rewritten: state files the merge replaced, copying ``rows_copied`` unchanged rows.
+    """
 
     entities_touched: int = 0
     entities_inserted: int = 0

@@ -79,7 +79,15 @@ def stored_schema(events: DeltaTable) -> pa.Schema:
 
 @dataclass
 class EventsOutcome(Outcome):
-    """What one run of silver/events did, besides what every derived table reports."""
+    """What one run of silver/events did, besides what every derived table reports.
+
+    Attributes:
+        bronze_rows: the bronze rows of the increment; ``malformed`` of them stayed in bronze.
+        duplicates_in_batch: valid rows repeating an event id of the same increment.
+        duplicates_existing: first deliveries of the increment whose event id silver held.
+        inserted: rows inserted, into ``files_written`` files of the event ``dates`` listed.
+        existing_files_read: silver files read for the anti-join, ``existing_rows_read`` rows.
+    """
 
     bronze_rows: int = 0
     malformed: int = 0

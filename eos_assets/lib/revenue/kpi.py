@@ -83,7 +83,15 @@ _READ_EVENTS = pa.schema(
 
 @dataclass
 class KpiOutcome(FromSilverOutcome):
-    """What one run of a KPI table did, besides what every table from silver reports."""
+    """What one run of a KPI table did, besides what every table from silver reports.
+
+    Attributes:
+        rows_written: KPI rows upserted (one per touched period and currency).
+        silver_rows_read: kpi_window: the silver rows read to recompute the touched windows.
+        new_customers: kpi_daily: (day, currency, customer) rows new to the customer set,
+            after reading ``set_rows_read`` rows of it; ``customers_version`` is the set's
+            version this run committed (None: none).
+    """
 
     rows_written: int = 0
     silver_rows_read: int = 0
