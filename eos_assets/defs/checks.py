@@ -179,12 +179,15 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
 
         def read(uri: str) -> AuditReport:
             columns = ["topic", "partition", "offset", "key", "value"]
+            # Bronze first: a missing table is the failure, whatever Kafka would say.
+            bronze = delta_io.read_arrow(uri, lake.storage_options, columns)
+            budget = read_limits(declared=stream.limits).audit_budget_s
             return audit_bronze(
                 kafka.client_config(),
                 kafka.topics_for(stream.topics, stream.topic_pattern),
                 uri,
-                delta_io.read_arrow(uri, lake.storage_options, columns),
-                read_limits(declared=stream.limits).audit_budget_s,
+                bronze,
+                budget,
                 lake.storage_options,
             )
 
