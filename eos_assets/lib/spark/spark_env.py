@@ -1,6 +1,7 @@
 """What Spark needs from the machine, checked before a JVM is started."""
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,19 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DELTA_TABLE_DEFAULTS = {
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
 }
+
+_LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?")
+PARALLELISM = "spark.default.parallelism"
+
+
+def local_slots(master: str) -> int | None:
+    """Task slots of a ``local``, ``local[N]`` or ``local[*]`` master on this machine (None for
+    any other master)."""
+    match = _LOCAL_MASTER.fullmatch(master.strip())
+    if match is None:
+        return None
+    slots = match.group(1) or "1"
+    return len(os.sched_getaffinity(0)) if slots == "*" else int(slots)
 
 
 def delta_jars() -> str:

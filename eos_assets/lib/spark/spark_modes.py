@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib.errors import SparkServerError
+from eos_assets.lib.spark.spark_env import PARALLELISM
 
 # pyspark retries a call its server does not take (gRPC UNAVAILABLE: connection refused or
 # reset) 15 times with a backoff growing x4 up to 60 s, about 10 minutes in which a run whose
@@ -98,11 +99,16 @@ def run_server_lost(exc: BaseException) -> SparkServerError | None:
 def task_slots(spark: SparkSession) -> int:
     """How many tasks the session's cluster runs at once (its default parallelism).
 
-    A Spark Connect client cannot ask the SparkContext: it counts the partitions Spark gives a
-    range without a partition count, which follow the same default (one small job).
+    A Spark Connect client cannot ask the SparkContext. It reads ``spark.default.parallelism``
+    when the server sets it (the local server does); otherwise it counts the partitions Spark
+    gives a range without a partition count, which follow the same default (one small job,
+    0.3-0.4 s on the local server).
     """
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get(PARALLELISM, None)
+    if configured:
+        return int(configured)
     numbers = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
     row = numbers.agg(F.max("p")).first()
     return 1 + int(row[0]) if row is not None and row[0] is not None else 1

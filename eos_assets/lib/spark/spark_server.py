@@ -29,7 +29,7 @@ from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError, SparkServerError
 from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark.java import require_java
-from eos_assets.lib.spark.spark_env import spark_config
+from eos_assets.lib.spark.spark_env import PARALLELISM, local_slots, spark_config
 
 MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _OUT_NAME = "server.out"
@@ -94,6 +94,10 @@ def start_server(
         "spark.connect.session.manager.defaultSessionTimeout": "-1",
         "spark.connect.session.manager.closedSessionsTombstonesSize": "0",
     }
+    slots = local_slots(master)
+    if slots is not None:
+        # What a local master uses anyway; said aloud, a run reads it instead of running a job.
+        config[PARALLELISM] = str(slots)
     import pyspark  # here: reading the settings must not import Spark
 
     home = Path(pyspark.__file__).parent

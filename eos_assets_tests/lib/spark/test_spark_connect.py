@@ -139,6 +139,21 @@ def test_an_ingest_over_connect_equals_the_in_process_one(
     assert code == 0 and outcome is not None and outcome["version"] is None  # nothing new
 
 
+def test_the_local_server_states_its_task_slots(connect_state: Path) -> None:
+    # A run reads them from the session's settings (the ingest splits its ranges by them).
+    code = (
+        "import sys; from pyspark.sql import SparkSession; "
+        "from eos_assets.lib.spark.spark_modes import task_slots; "
+        "s = SparkSession.builder.remote(sys.argv[1]).getOrCreate(); "
+        "print(s.conf.get('spark.default.parallelism'), task_slots(s))"
+    )
+    url = spark_server.local_url(connect_state)
+    done = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["2", "2"], done.stderr[-500:]
+
+
 def test_a_task_error_over_connect_is_its_one_line(
     connect_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
 ) -> None:

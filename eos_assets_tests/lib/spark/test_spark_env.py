@@ -1,6 +1,7 @@
 """Every Spark session of the product has Delta: its jars, installed at install time, and its
 two settings; a missing install fails in one line."""
 
+import os
 import re
 from importlib.metadata import version
 from pathlib import Path
@@ -11,7 +12,12 @@ from pyspark.sql import SparkSession
 
 from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.spark import jars
-from eos_assets.lib.spark.spark_env import DELTA_CATALOG, DELTA_EXTENSION, spark_config
+from eos_assets.lib.spark.spark_env import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    local_slots,
+    spark_config,
+)
 
 # "delta-spark_4.2_2.13-4.4.0.jar" -> "delta-spark_4.2_2.13"; "zstd-jni-1.5.7-7.jar" -> "zstd-jni"
 _VERSION = re.compile(r"-\d[\w.]*(-\d+)?\.jar$")
@@ -66,3 +72,14 @@ def test_missing_delta_jars_fail_in_one_line_with_the_fix(
     message = str(missing.value)
     assert "\n" not in message
     assert "the delta jars are missing" in message and "make install" in message
+
+
+def test_a_local_master_gives_its_task_slots() -> None:
+    assert [local_slots(m) for m in ("local", "local[2]", "local[3, 4]", " local[8] ")] == [
+        1,
+        2,
+        3,
+        8,
+    ]
+    assert local_slots("local[*]") == len(os.sched_getaffinity(0))
+    assert local_slots("spark://host:7077") is None and local_slots("yarn") is None
