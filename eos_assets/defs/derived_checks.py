@@ -7,7 +7,9 @@ Both are incremental (``defs/check_state``). ``event_id_unique`` reads the ids o
 added since the snapshot its latest passing evaluation proved and probes the proven ids with
 them (no hash table of every id). The window reconciliation starts from the snapshots its latest
 passing evaluation proved (gold's, and silver's at the version gold had consumed) and compares
-only the windows that became final since and those whose gold or silver rows changed since.
+only the windows that became final since and those whose gold or silver rows changed since
+(gold's merges rewrite whole files: the rows of its removed files that come back unchanged in
+its added ones are no change).
 Each checks the whole table when there is nothing to start from, when a proven snapshot is gone
 or is not the one proven, when silver lost a file, when the watermark went back or the window
 size changed, and when run with ``full``.
@@ -24,7 +26,13 @@ from eos_assets.defs.check_state import CheckConfig, last_checked, last_passed
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.checks.increment import Checked, read_files, since, table_schema
+from eos_assets.lib.checks.increment import (
+    Checked,
+    read_files,
+    rows_changed,
+    since,
+    table_schema,
+)
 from eos_assets.lib.checks.reconcile import (
     Report,
     changed_windows,
@@ -192,16 +200,15 @@ def _changed(
     )
     if gold_since is None or silver_since is None or silver_since.removed:
         return None
+    schema = table_schema(gold)
     try:  # files removed from gold since may be gone (vacuum): then compare all
-        starts = read_files(
-            gold_since.added + gold_since.removed, table_schema(gold), ["window_start"]
-        )
+        added = read_files(gold_since.added, schema, schema.names)
+        removed = read_files(gold_since.removed, schema, schema.names)
     except OSError:
         return None
+    starts = rows_changed(added, removed)["window_start"]
     times = read_files(silver_since.added, table_schema(silver), ["event_time"])
-    return changed_windows(
-        size_s, before, watermark_us, starts["window_start"], times["event_time"]
-    )
+    return changed_windows(size_s, before, watermark_us, starts, times["event_time"])
 
 
 def _spans(numbers: Sequence[int], size_s: int) -> list[tuple[int, int]]:

@@ -187,6 +187,7 @@ def test_windows_catch_an_altered_total_of_a_window_proven_before(
     )
     after = run(checks.final_windows_match_silver, lake, instance)
     assert not after.passed and meta(after)["since_gold_version"] == 0
+    assert meta(after)["final_windows"] == 1  # the rewritten file's other window is unchanged
     assert "amount_sum 3.0 vs silver 2.0" in (after.description or "")
 
 

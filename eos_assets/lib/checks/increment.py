@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -110,3 +111,21 @@ def read_files(
 def table_schema(dt: DeltaTable) -> pa.Schema:
     """The Arrow schema of snapshot ``dt``."""
     return pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
+
+
+def rows_changed(added: pa.Table, removed: pa.Table) -> pa.Table:
+    """The rows in one of ``added`` and ``removed`` and not in the other, counting repeats.
+
+    A merge rewrites whole files: most rows of a removed file come back unchanged in an added
+    one, and only the others changed the table.
+    """
+    con = duckdb.connect()
+    try:
+        con.register("a", added)
+        con.register("r", removed.select(added.column_names))
+        return con.sql(
+            "(SELECT * FROM a EXCEPT ALL SELECT * FROM r) "
+            "UNION ALL (SELECT * FROM r EXCEPT ALL SELECT * FROM a)"
+        ).to_arrow_table()
+    finally:
+        con.close()

@@ -1,15 +1,17 @@
 """Incremental checks on bronze tables written by hand: after a snapshot proven clean, only the
 files added since are read, and a violation they bring (a repeated or stray row, a miscounted
-range, a hole) still fails; a rewritten, recreated or log-trimmed table is checked whole."""
+range, a hole) still fails; a rewritten, recreated or log-trimmed table is checked whole; the
+rows a rewrite brings back unchanged are no change."""
 
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from eos_assets.lib.checks.contiguity import ContiguityReport, contiguity_of
-from eos_assets.lib.checks.increment import Checked, since
+from eos_assets.lib.checks.increment import Checked, rows_changed, since
 from eos_assets_tests.support.forged_log import append, ingest, read, rows
 
 
@@ -117,3 +119,10 @@ def test_a_checked_version_newer_than_the_table_or_cleaned_up_means_whole(
     assert since(uri, DeltaTable(uri), checked) is None
     report = again(uri, checked)
     assert report.ok and report.since_version is None
+
+
+def test_rows_a_rewrite_brings_back_unchanged_are_no_change() -> None:
+    removed = pa.table({"w": [1, 2, 3], "n": ["a", "b", "c"]})
+    added = pa.table({"w": [2, 1, 2, 4], "n": ["b", "a", "b", "d"]})
+    changed = rows_changed(added, removed).sort_by([("w", "ascending")])
+    assert changed.to_pylist() == [{"w": 2, "n": "b"}, {"w": 3, "n": "c"}, {"w": 4, "n": "d"}]
