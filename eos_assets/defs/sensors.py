@@ -40,6 +40,10 @@ LAG_TICK_S = 5
 # A run for at most this many offsets starts its driver JVM for a short run (C1 only,
 # ``spark_env.QUICK_START_JIT``); a larger backlog gets the default JIT, which pays off on it.
 QUICK_START_MAX_OFFSETS = 250_000
+# A run for a small backlog takes only the path to the served KPIs when the stream's last run
+# with every asset was launched less than this many seconds ago; entity state, window
+# aggregates and the outbound publishers then follow at most this much later.
+REST_EVERY_S = 30
 # Active runs of a job looked at per tick (a few per stream at most).
 _ACTIVE_LOOKED_AT = 20
 _ACTIVE = [
@@ -94,25 +98,34 @@ def _rounded(value: float | None) -> float | None:
 
 
 def _holds_the_way(
-    instance: dg.DagsterInstance, run: dg.DagsterRun, served_key: dg.AssetKey
+    instance: dg.DagsterInstance, run: dg.DagsterRun, released_by: dg.AssetKey
 ) -> bool:
     """Whether an active ingest run keeps the next one from being launched.
 
-    An ``ingest_and_refresh`` run stops holding the way once it has served the KPIs: what is
-    left of it (order state, window aggregates, outbound) overlaps the next run's ingest. Every
-    table's commit protocol already lets two writers race safely, and the outbound publishers
-    share a pool of one slot.
+    An ``ingest_and_refresh`` run stops holding the way once it has committed
+    ``released_by`` (the stream's silver/events): the next run's process starts and loads
+    while this one computes the KPIs, so its ingest begins about when they are served. Every
+    table's commit protocol lets two writers race safely (the later one re-plans from the
+    other's commit), and the ingest and outbound pools have one slot each.
     """
     if run.job_name != STREAM_JOB:
         return True
-    served = instance.get_latest_materialization_event(served_key)
-    return served is None or served.run_id != run.run_id
+    materialized = instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    return all(
+        (event := r.event_log_entry.dagster_event) is None or event.asset_key != released_by
+        for r in materialized
+    )
 
 
 def _stream_selection(
-    context: dg.SensorEvaluationContext, stream: Stream
+    context: dg.SensorEvaluationContext, stream: Stream, lean_to: dg.AssetKey | None = None
 ) -> tuple[list[dg.AssetKey], list[dg.AssetCheckKey]]:
     """The stream's assets and checks of ``ingest_and_refresh``, named in each run it launches.
+
+    With ``lean_to``, only the path from bronze to that asset (and the assets computed in the
+    same step as one of them), with their checks.
 
     A run that names them records them (its asset and check selection); the automation sensor
     then knows that the checks ran with their assets in that run and requests no check-only
@@ -127,14 +140,16 @@ def _stream_selection(
         )
     graph = repository.asset_graph
     selection = stream_selection(stream)
+    if lean_to is not None and graph.has(lean_to):
+        selection &= dg.AssetSelection.assets(lean_to).upstream().required_multi_asset_neighbors()
     return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
 
 
 def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
     """``<stream>_ingest_on_kafka_lag``: the stream's consumer-lag sensor.
 
-    ``served_key`` is the asset that makes the stream's KPIs visible: once a run has
-    materialized it, the rest of the run no longer holds the next one back.
+    ``served_key`` is the asset that makes the stream's KPIs visible: a run for a small backlog
+    takes only the path to it when a run of every asset was launched recently (``REST_EVERY_S``).
     """
     tags = {STREAM_TAG: stream.name}
 
@@ -235,7 +250,7 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                     filters=dg.RunsFilter(job_name=job, statuses=_ACTIVE), limit=_ACTIVE_LOOKED_AT
                 )
                 if run.tags.get(STREAM_TAG, stream.name) == stream.name
-                and _holds_the_way(context.instance, run, served_key)
+                and _holds_the_way(context.instance, run, stream.events)
             ][:1]
             if history.requested == key:
                 reason = f"an ingest up to these offsets was already requested (run key {key})"
@@ -243,8 +258,11 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                 reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
             else:
                 history.requested = key
-                assets, checks = _stream_selection(context, stream)
                 quick = total <= QUICK_START_MAX_OFFSETS
+                lean = history.lean(now, REST_EVERY_S) and quick
+                if not lean:
+                    history.full_at = now
+                assets, checks = _stream_selection(context, stream, served_key if lean else None)
                 request = dg.RunRequest(
                     run_key=key,
                     run_config=quick_start_run_config(pyspark) if quick else {},
@@ -253,6 +271,7 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                         "eos/trigger": "lag",
                         "eos/lag_total": str(total),
                         "eos/driver_jit": "c1" if quick else "default",
+                        "eos/path": "kpis" if lean else "all",
                     },
                     asset_selection=assets,
                     asset_check_keys=checks,

@@ -25,8 +25,17 @@ from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support.lag_ticker import Ticker, observed, skip_reason, stream_job_def
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
+    EVENTS,
+    KPI_DAILY,
+    KPI_DAILY_CUSTOMERS,
+    KPI_WINDOW,
+    OFFSETS_CONTIGUOUS_KEY,
+    ORDER_STATE,
     RAW_EVENTS,
     SERVING_KPI,
+    SERVING_RECONCILE_KEY,
+    WINDOW_AGGREGATES,
+    WINDOWS_RECONCILE_KEY,
     ingest_job,
     stream_job,
 )
@@ -109,16 +118,16 @@ def _started(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun:
     return instance.add_run(run)
 
 
-def _served_kpis_in(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
     event = DagsterEvent(
         event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
         job_name=run.job_name,
-        event_specific_data=StepMaterializationData(dg.AssetMaterialization(SERVING_KPI)),
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
     )
     instance.report_dagster_event(event, run_id=run.run_id)
 
 
-def test_an_ingest_run_holds_the_next_one_until_it_has_served_the_kpis(
+def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
     lake_root: str,
@@ -135,15 +144,64 @@ def test_an_ingest_run_holds_the_next_one_until_it_has_served_the_kpis(
     held = ticker.tick()
     assert skip_reason(held) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
 
-    # Past serving/kpi, what is left of the run overlaps the next ingest.
-    _served_kpis_in(ticker.instance, running)
+    # Its bronze commit does not free the way...
+    _materialized_in(ticker.instance, running, RAW_EVENTS)
+    assert skip_reason(ticker.tick()) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
+    # ... its silver/events commit does: the next run starts while this one computes the KPIs.
+    _materialized_in(ticker.instance, running, EVENTS)
     (request,) = ticker.tick().run_requests or []
     assert request.run_key and request.run_key.startswith("ingest-")
 
-    # A plain ingest run holds the way until it ends.
+    # Past that commit a run never holds the way again, whatever later runs commit.
+    later = _started(ticker.instance, stream_job.name)
+    _materialized_in(ticker.instance, later, EVENTS)
     send_transaction(kafka_bootstrap, topic, batch(10, 1, first=10))
+    assert ticker.tick().run_requests
+
+    # A plain ingest run holds the way until it ends.
+    send_transaction(kafka_bootstrap, topic, batch(10, 1, first=20))
     ingesting = _started(ticker.instance, ingest_job.name)
     assert skip_reason(ticker.tick()) == f"ingest run {ingesting.run_id[:8]} is STARTED; waiting"
+
+
+def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "5")
+    topic = make_topic(partitions=1)
+    ticker = Ticker(
+        KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
+        LakeResource(root=lake_root),
+    )
+    kpi_path = {RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, KPI_DAILY_CUSTOMERS, SERVING_KPI}
+
+    def launch(first: int) -> dg.RunRequest:
+        send_transaction(kafka_bootstrap, topic, batch(10, 1, first=first))
+        (request,) = ticker.tick().run_requests or []
+        return request
+
+    full = launch(0)
+    assert full.tags["eos/path"] == "all"
+    assert kpi_path | {WINDOW_AGGREGATES, ORDER_STATE} <= set(full.asset_selection or [])
+    assert WINDOWS_RECONCILE_KEY in (full.asset_check_keys or [])
+
+    lean = launch(10)  # seconds later: only the path to the served KPIs
+    assert lean.tags["eos/path"] == "kpis"
+    assert set(lean.asset_selection or []) == kpi_path
+    checks = set(lean.asset_check_keys or [])
+    assert {OFFSETS_CONTIGUOUS_KEY, EVENT_ID_UNIQUE_KEY, SERVING_RECONCILE_KEY} <= checks
+    assert WINDOWS_RECONCILE_KEY not in checks
+    # The job runs that subset: kpi_daily's step computes its customer set with it.
+    subset = stream_job_def().get_subset(
+        asset_selection=set(lean.asset_selection or []), asset_check_selection=checks
+    )
+    assert subset.asset_layer.executable_asset_keys == kpi_path
+
+    monkeypatch.setattr(sensors, "REST_EVERY_S", 0)
+    assert launch(20).tags["eos/path"] == "all"  # the rest is due again
 
 
 def test_only_markers_pending_launches_to_move_past_them(

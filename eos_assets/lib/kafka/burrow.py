@@ -107,11 +107,13 @@ class LagHistory:
         windows: the latest samples per partition key (``topic:partition``), oldest first.
         moved_at: when each partition's position was last seen to change.
         requested: run key of the last ingest the sensor requested.
+        full_at: when the sensor last requested a run of every asset (not only the KPI path).
     """
 
     windows: dict[str, list[Sample]] = field(default_factory=dict)
     moved_at: dict[str, float] = field(default_factory=dict)
     requested: str | None = None
+    full_at: float | None = None
 
     @classmethod
     def from_json(cls, text: str | None) -> "LagHistory":
@@ -122,6 +124,7 @@ class LagHistory:
                 windows={k: [Sample(*s) for s in v] for k, v in raw.get("windows", {}).items()},
                 moved_at={k: float(v) for k, v in raw.get("moved_at", {}).items()},
                 requested=raw.get("requested"),
+                full_at=raw.get("full_at"),
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -135,6 +138,7 @@ class LagHistory:
                 },
                 "moved_at": self.moved_at,
                 "requested": self.requested,
+                "full_at": self.full_at,
             },
             sort_keys=True,
         )
@@ -146,6 +150,10 @@ class LagHistory:
             self.moved_at[key] = sample.at
         window.append(sample)
         del window[:-size]
+
+    def lean(self, now: float, every_s: float) -> bool:
+        """Whether a run of every asset was requested less than ``every_s`` seconds ago."""
+        return self.full_at is not None and 0 <= now - self.full_at < every_s
 
     def retain(self, keys: Iterable[str]) -> None:
         """Forget partitions that are no longer watched (a topic left ``EOS_TOPICS``)."""

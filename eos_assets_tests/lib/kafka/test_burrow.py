@@ -70,6 +70,7 @@ def test_history_round_trips_keeps_a_window_and_notes_progress() -> None:
         history.add("orders:0", Sample(float(i), start, 10), size=3)
     history.add("gone:0", Sample(0.0, 0, 1), size=3)
     history.requested = "ingest-abc"
+    history.full_at = 1.5
     back = LagHistory.from_json(history.to_json())
     assert back == history
     assert [s.at for s in back.windows["orders:0"]] == [2.0, 3.0, 4.0]
@@ -79,6 +80,15 @@ def test_history_round_trips_keeps_a_window_and_notes_progress() -> None:
     assert back.evaluate(now=4.0, stop_after_s=900.0)["orders:0"].status is Status.STALL
     assert LagHistory.from_json("not json") == LagHistory()
     assert LagHistory.from_json(None) == LagHistory()
+
+
+def test_a_run_is_lean_only_soon_after_a_full_one() -> None:
+    history = LagHistory()
+    assert not history.lean(now=100.0, every_s=30)  # no full run yet
+    history.full_at = 80.0
+    assert history.lean(now=100.0, every_s=30)
+    assert not history.lean(now=110.0, every_s=30)
+    assert not history.lean(now=70.0, every_s=30)  # a clock that went back: run everything
 
 
 def test_decide_launches_on_records_age_or_markers_and_says_why_not() -> None:
