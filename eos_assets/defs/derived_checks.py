@@ -18,6 +18,8 @@ size changed, and when run with ``full``.
 from collections.abc import Mapping, Sequence
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -207,8 +209,14 @@ def _changed(
     except OSError:
         return None
     starts = rows_changed(added, removed)["window_start"]
+    # A gold row counts as final by its own window_end, which a rewrite could have set off its
+    # window: the rows that became final that way are compared too.
+    bounds = read_files(gold.file_uris(), schema, ["window_start", "window_end"])
+    ends = pc.cast(bounds["window_end"], pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    passed = pa.array([e is not None and before < e <= watermark_us for e in ends.to_pylist()])
+    final_since = bounds.filter(passed)["window_start"]
     times = read_files(silver_since.added, table_schema(silver), ["event_time"])
-    return changed_windows(size_s, before, watermark_us, starts, times["event_time"])
+    return changed_windows(size_s, before, watermark_us, starts, final_since, times["event_time"])
 
 
 def _spans(numbers: Sequence[int], size_s: int) -> list[tuple[int, int]]:

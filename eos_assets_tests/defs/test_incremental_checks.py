@@ -205,3 +205,25 @@ def test_event_ids_added_after_a_pass_are_checked_against_the_proven_ones(
     third = run(checks.event_id_unique, lake, instance)
     assert not third.passed
     assert "event_id a x2" in (third.description or "")
+
+
+def test_a_gold_row_that_becomes_final_by_its_own_window_end_is_compared(
+    lake: LakeResource, instance: dg.DagsterInstance
+) -> None:
+    v0 = add_silver(lake, silver_rows(("a", 10, "o1", "c1", 1.0), ("b", 70, "o2", "c1", 2.0)))
+    commit_gold(lake, v0, 120)
+    gold_uri = lake.table_uri(*WINDOW_AGGREGATES.path)
+    row = DeltaTable(gold_uri).to_pyarrow_table().slice(0, 1).to_pylist()[0]
+    # A row of window 10:00 whose window_end says 10:03: not final at 10:02, final at 10:04.
+    row.update(currency="USD", window_end=T0 + timedelta(minutes=3))
+    schema = DeltaTable(gold_uri).to_pyarrow_table().schema
+    write_deltalake(gold_uri, pa.Table.from_pylist([row], schema), mode="append")
+    first = run(checks.final_windows_match_silver, lake, instance)
+    assert first.passed, first.description
+    v1 = add_silver(lake, silver_rows(("c", 130, "o3", "c2", 3.0), ("d", 200, "o4", "c2", 4.0)))
+    commit_gold(lake, v1, 240)
+    second = run(checks.final_windows_match_silver, lake, instance)
+    assert not second.passed and meta(second)["since_gold_version"] == 1
+    assert "window 2026-11-21 10:00:00+00:00 order_paid/USD: event_count 1 vs silver None" in (
+        second.description or ""
+    )

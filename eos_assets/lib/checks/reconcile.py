@@ -337,22 +337,22 @@ def changed_windows(
     size_s: int,
     watermark_before: int,
     watermark_after: int,
-    gold_starts: pa.Array | pa.ChunkedArray,
-    silver_times: pa.Array | pa.ChunkedArray,
+    *touched: pa.Array | pa.ChunkedArray,
 ) -> list[int]:
     """The numbers of the windows final at ``watermark_after`` that a reconciliation proven at
     ``watermark_before`` has not covered as they are now.
 
-    Those are the windows that became final since, the windows of the gold rows added or
-    removed since (``gold_starts``: their ``window_start``) and the windows of the silver rows
-    added since (``silver_times``: their ``event_time``). Every other final window has the
-    same gold rows and the same silver rows as when it was proven.
+    Those are the windows that became final since, and the windows of the times ``touched``:
+    the ``window_start`` of the gold rows changed since and of the gold rows whose
+    ``window_end`` passed a watermark since, and the ``event_time`` of the silver rows added
+    since. Every other final window has the same gold rows and the same silver rows as when it
+    was proven.
     """
     size_us = size_s * 1_000_000
     last_final = watermark_after // size_us - 1
     numbers = set(range(watermark_before // size_us, last_final + 1))
-    for times in (gold_starts, silver_times):
+    for times in touched:
         micros = pc.cast(pc.cast(times, pa.timestamp("us", tz="UTC")), pa.int64()).drop_null()
-        touched = {t // size_us for t in micros.to_pylist()}
-        numbers.update(w for w in touched if w <= last_final)
+        windows = {t // size_us for t in micros.to_pylist()}
+        numbers.update(w for w in windows if w <= last_final)
     return sorted(numbers)
