@@ -58,6 +58,7 @@ from eos_assets.lib.derived.windows import (
     WATERMARK_APP,
     WindowSpec,
     at,
+    is_late,
     key_columns,
     micros_of,
     progress,
@@ -146,28 +147,43 @@ def _step(
         ),
         stream.shape,
     )
-    maxima = {
-        int(r["v"]): int(r["m"])
-        for r in events.groupBy(F.col("bronze_version").alias("v"))
-        .agg(F.max(F.unix_micros("event_time")).alias("m"))
+    # One pass over the increment gives what planning needs: per bronze version and window,
+    # the events and their max event time. Lateness depends only on those two (the watermark
+    # before the version, the window's end), so the late rows themselves are read only when
+    # some window has any.
+    us = F.unix_micros("event_time")
+    per_version = (
+        events.withColumn("_start", us - F.pmod(us, F.lit(spec.size_us)))
+        .groupBy("bronze_version", "_start", *stream.dimensions)
+        .agg(F.count(F.lit(1)).alias("events"), F.max(us).alias("m"))
         .collect()
-    }
+    )
+    maxima: dict[int, int] = {}
+    for r in per_version:
+        v, m = int(r["bronze_version"]), r["m"]
+        if m is not None:
+            maxima[v] = max(maxima.get(v, int(m)), int(m))
     moved = progress(state[MAX_EVENT_TIME_APP], state[WATERMARK_APP], maxima, spec.grace_us)
-    flagged = flag_late(spark, events, moved, spec.size_us).cache()
-    try:
-        late_rows = flagged.where("late").select(*late_columns.names).toArrow()
-        touched = (
-            flagged.groupBy("_start", *stream.dimensions)
-            .agg(F.count(F.lit(1)).alias("events"), F.sum(F.col("late").cast("long")).alias("late"))
-            .collect()
+    counts: dict[tuple, int] = {}
+    late: dict[tuple, int] = {}
+    for r in per_version:
+        key, n = stream.key(r), int(r["events"])
+        counts[key] = counts.get(key, 0) + n
+        start, before = r["_start"], moved.before.get(int(r["bronze_version"]))
+        if start is not None and is_late(start + spec.size_us, before):
+            late[key] = late.get(key, 0) + n
+    if late:
+        late_rows = (
+            flag_late(spark, events, moved, spec.size_us)
+            .where("late")
+            .select(*late_columns.names)
+            .toArrow()
         )
-    finally:
-        flagged.unpersist()
-    outcome.events = sum(int(r["events"]) for r in touched)
-    late = {stream.key(r): int(r["late"]) for r in touched}
-    late = {k: n for k, n in late.items() if n}
+    else:
+        late_rows = late_columns.empty_table()
+    outcome.events = sum(counts.values())
     outcome.late_events = late_rows.num_rows
-    keys = [stream.key(r) for r in touched]
+    keys = list(counts)
     recomputed, outcome.silver_rows_read = recompute(
         spark, stream, attempt.upstream, keys, spec.size_us
     )
