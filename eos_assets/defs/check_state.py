@@ -9,9 +9,11 @@ again; an instance without a passing evaluation (a new deployment, a wiped insta
 """
 
 import dagster as dg
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from eos_assets.lib.checks.increment import Checked
+
+# Evaluations looked back through for the latest passing one; past them, the whole table.
+LOOKED_BACK = 50
 
 
 class CheckConfig(dg.Config):
@@ -34,11 +36,12 @@ def last_passed(
         return None
     (spec,) = context.check_specs
     records = context.instance.event_log_storage.get_asset_check_execution_history(
-        spec.key, limit=1, status={AssetCheckExecutionRecordStatus.SUCCEEDED}
+        spec.key, limit=LOOKED_BACK
     )
-    if not records or records[0].event is None or records[0].event.dagster_event is None:
+    passed = [r for r in records if r.status.value == "SUCCEEDED"][:1]
+    if not passed or passed[0].event is None or passed[0].event.dagster_event is None:
         return None
-    evaluation = records[0].event.dagster_event.event_specific_data
+    evaluation = passed[0].event.dagster_event.event_specific_data
     if not isinstance(evaluation, dg.AssetCheckEvaluation) or not evaluation.passed:
         return None
     return {k: v.value for k, v in evaluation.metadata.items()}
