@@ -57,6 +57,15 @@ def missing(what: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=False, description=f"{what}: materialize it first")
 
 
+def _table(lake: LakeResource, key: dg.AssetKey) -> DeltaTable | dg.AssetCheckResult:
+    """The Delta table of ``key``, or the failed result that says to materialize it first."""
+    uri = lake.table_uri(*key.path)
+    try:
+        return delta_io.load(uri, lake.storage_options)
+    except TableNotFoundError:
+        return missing(f"no Delta table at {uri}")
+
+
 def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     """The checks of the stream's silver events and windows."""
 
@@ -70,11 +79,9 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
     ) -> dg.AssetCheckResult:
         """Prove silver's insert-if-absent kept one row per event_id."""
-        uri = lake.table_uri(*stream.events.path)
-        try:
-            dt = delta_io.load(uri, lake.storage_options)
-        except TableNotFoundError:
-            return missing(f"no Delta table at {uri}")
+        dt = _table(lake, stream.events)
+        if isinstance(dt, dg.AssetCheckResult):
+            return dt
         report = unique_ids(dt, last_checked(context, config), dict(lake.storage_options or {}))
         report.counts.update(Checked.of(dt).metadata())
         return report_result(report)
@@ -90,15 +97,14 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
     ) -> dg.AssetCheckResult:
         """Reconcile window aggregates with silver/events for final windows."""
-        uri = lake.table_uri(*stream.window_aggregates.path)
-        try:
-            dt = delta_io.load(uri, lake.storage_options)
-        except TableNotFoundError:
-            return missing(f"no Delta table at {uri}")
+        dt = _table(lake, stream.window_aggregates)
+        if isinstance(dt, dg.AssetCheckResult):
+            return dt
         state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
         size_s = dt.transaction_version(windows.SIZE_APP)
         consumed = state[windows.APP]
         if consumed is None or size_s is None:
+            uri = lake.table_uri(*stream.window_aggregates.path)
             return missing(f"{uri} has consumed no silver version yet")
         silver_uri = lake.table_uri(*stream.events.path)
         options = dict(lake.storage_options or {})
