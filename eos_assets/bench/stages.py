@@ -4,18 +4,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from statistics import median
 
-import dagster as dg
 from pyspark.sql import SparkSession
 
 from eos_assets.bench import ingest, peer
-from eos_assets.bench.lake import BenchLake, RunTimes, run_checks
+from eos_assets.bench.lake import BenchLake, RunTimes
 from eos_assets.bench.memory import ProbeResult
 from eos_assets.bench.report import Measurement, at_least, at_most
 from eos_assets.bench.runs import PER_RUN, WARM, DemoTiming, RunTiming
 
 INGEST_TARGET = 0.6
 EOS_OVERHEAD_TARGET = 0.05
-INCREMENT_TARGET = 1.3
+INCREMENT_TARGET = 1.1  # issue 17 (1.3 until 2026-11-26)
 MEMORY_TARGET = 1.1
 CHECKS_TARGET_S = 5.0  # issue 17: the checks that run with the assets, at 5M events
 # Scheduled checks: they read Kafka, not the lake, and run on their own schedules.
@@ -158,32 +157,34 @@ def memory_line(small: ProbeResult, large: ProbeResult) -> Measurement:
     )  # fmt: skip
 
 
-def checks_stage(lake: BenchLake, events: int) -> list[Measurement]:
-    """Wall time of every asset check on the large tables: first with no earlier evaluation
-    (each check reads its whole table), then again on the same instance, where the incremental
-    checks start from the first run's evaluations and find nothing new."""
-    instance = dg.DagsterInstance.ephemeral()
-    times = run_checks(lake, instance)
-    again = run_checks(lake, instance, skip=SCHEDULED)
-    names = list(times.metadata["passed"])
-    steps, repeat = _named(times, names), _named(again, names)
-    with_assets = sum(v for k, v in steps.items() if not k.endswith(SCHEDULED))
-    repeated = sum(repeat.values())
+def checks_stage(whole: RunTimes, since: RunTimes, events: int, batch: int) -> list[Measurement]:
+    """Wall time of every asset check on the large tables, run alone on one instance: ``whole``
+    with no earlier evaluation (each check reads its whole table), then ``since``, the checks
+    that run with the assets again after a ``batch`` of new events (0: nothing new), starting
+    from the first run's evaluations as they do after every ingest. ``since`` is against the
+    target."""
+    names = list(whole.metadata["passed"])
+    steps, repeat = _named(whole, names), _named(since, names)
+    first = sum(v for k, v in steps.items() if not k.endswith(SCHEDULED))
+    after = sum(repeat.values())
     scheduled = {k: v for k, v in steps.items() if k.endswith(SCHEDULED)}
-    failed = [k for k, ok in times.metadata["passed"].items() if not ok]
+    failed = [
+        k for k, ok in {**whole.metadata["passed"], **since.metadata["passed"]}.items() if not ok
+    ]
+    what = f"after a {batch:,}-event batch" if batch else "again, nothing new"
     return [
         Measurement(
-            "checks", f"asset checks run with the assets, at {events:,} events", with_assets,
-            "s", f"<= {CHECKS_TARGET_S:.0f}", at_most(with_assets, CHECKS_TARGET_S),
-            ", ".join(f"{k} {v:.1f}s" for k, v in steps.items() if k not in scheduled)
+            "checks", f"asset checks run with the assets, {what}, at {events:,} events", after,
+            "s", f"<= {CHECKS_TARGET_S:.0f}", at_most(after, CHECKS_TARGET_S),
+            ", ".join(f"{k} {v:.1f}s" for k, v in repeat.items())
             + (f"; FAILED: {', '.join(failed)}" if failed else ""),
-            data={"steps": steps, "passed": times.metadata["passed"], "wall": times.wall},
+            data={"steps": repeat, "passed": since.metadata["passed"], "wall": since.wall},
         ),
         Measurement(
-            "checks", "the same, again from their last passing evaluations (nothing new)",
-            repeated, "s",
-            detail=", ".join(f"{k} {v:.1f}s" for k, v in repeat.items()),
-            data={"steps": repeat, "passed": again.metadata["passed"], "wall": again.wall},
+            "checks", f"the same checks over whole tables (first evaluation), at "
+            f"{events - batch:,} events", first, "s",
+            detail=", ".join(f"{k} {v:.1f}s" for k, v in steps.items() if k not in scheduled),
+            data={"steps": steps, "passed": whole.metadata["passed"], "wall": whole.wall},
         ),
         Measurement(
             "checks", "scheduled checks (read Kafka)", sum(scheduled.values()), "s",
