@@ -12,6 +12,7 @@ function takes and returns only plain, picklable values.
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
 import functools
+import itertools
 import uuid
 from collections.abc import Iterator
 from datetime import date, datetime
@@ -48,14 +49,13 @@ def write_files(
     if keys:
         # Hash partitioning puts each group in one task, which writes one file per group.
         frame = frame.repartition(*keys)
-    if sort_by is not None:
-        frame = frame.sortWithinPartitions(*keys, sort_by)
     task = functools.partial(
         _write_task,
         table_uri=table_uri,
         schema=schema,
         partition_by=partition_by,
         keys=keys,
+        sort_by=sort_by,
     )
     written = frame.mapInArrow(task, _FILE_SCHEMA).collect()
     return [
@@ -75,6 +75,7 @@ def _write_task(
     schema: pa.Schema,
     partition_by: str | None,
     keys: list[str],
+    sort_by: str | None,
 ) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its rows as one file per group; yield what it wrote."""
     received = list(batches)
@@ -86,13 +87,12 @@ def _write_task(
     stored = data_schema(schema, [partition_by] if partition_by else [])
     fs, root = pafs.FileSystem.from_uri(as_uri(table_uri))
     root = root.rstrip("/")
-    groups = data.group_by(keys, use_threads=False).aggregate([]).to_pylist() if keys else [{}]
-    for group in groups:
-        mask = None
-        for key, value in group.items():
-            match = pc.equal(data.column(key), pa.scalar(value, data.schema.field(key).type))
-            mask = match if mask is None else pc.and_(mask, match)
-        rows = data.filter(mask) if mask is not None else data
+    # Sorted by the group keys (nulls last), each group is one slice of the task's rows.
+    order = [*keys, *([sort_by] if sort_by else [])]
+    if order:
+        data = data.sort_by([(c, "ascending") for c in order])
+    for rows in _slices(data, keys):
+        group = {k: rows.column(k)[0].as_py() for k in keys}
         table = rows.select(stored.names).cast(stored)
         part = _partition_text(group[partition_by]) if partition_by else None
         folder = f"{partition_by}={part}/" if partition_by else ""
@@ -108,6 +108,27 @@ def _write_task(
                 "records": pa.array([table.num_rows], pa.int64()),
             }
         )
+
+
+def _slices(data: pa.Table, keys: list[str]) -> Iterator[pa.Table]:
+    """The runs of equal ``keys`` values of ``data`` (sorted by them), in order."""
+    if not keys:
+        yield data
+        return
+    changed = pa.array([False] * (data.num_rows - 1 if data.num_rows else 0))
+    for key in keys:
+        column = data.column(key).combine_chunks()
+        previous, current = column.slice(0, len(column) - 1), column.slice(1)
+        # Two nulls are the same group; a null and a value are not.
+        same = pc.or_kleene(
+            pc.equal(previous, current),
+            pc.and_(pc.is_null(previous), pc.is_null(current)),
+        )
+        differs = pc.invert(pc.fill_null(same, False))
+        changed = pc.or_(changed, differs)
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), data.num_rows]
+    for begin, end in itertools.pairwise(starts):
+        yield data.slice(begin, end - begin)
 
 
 def _partition_text(value: object) -> str | None:
