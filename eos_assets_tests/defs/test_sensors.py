@@ -127,18 +127,24 @@ def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.A
     instance.report_dagster_event(event, run_id=run.run_id)
 
 
-def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
+@pytest.fixture
+def one_partition(
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
     lake_root: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
+) -> tuple[Ticker, str]:
+    """A ticker over a new topic of one partition, launching at 5 pending offsets."""
     monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "5")
     topic = make_topic(partitions=1)
-    ticker = Ticker(
-        KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
-        LakeResource(root=lake_root),
-    )
+    kafka = KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic])
+    return Ticker(kafka, LakeResource(root=lake_root)), topic
+
+
+def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
+    kafka_bootstrap: str, one_partition: tuple[Ticker, str]
+) -> None:
+    ticker, topic = one_partition
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
     running = _started(ticker.instance, stream_job.name)
     held = ticker.tick()
@@ -165,17 +171,9 @@ def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
 
 
 def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    monkeypatch: pytest.MonkeyPatch,
+    kafka_bootstrap: str, one_partition: tuple[Ticker, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("EOS_LAG_MAX_RECORDS", "5")
-    topic = make_topic(partitions=1)
-    ticker = Ticker(
-        KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
-        LakeResource(root=lake_root),
-    )
+    ticker, topic = one_partition
     kpi_path = {RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, KPI_DAILY_CUSTOMERS, SERVING_KPI}
 
     def launch(first: int) -> dg.RunRequest:
