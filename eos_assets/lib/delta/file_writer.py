@@ -112,12 +112,15 @@ def _write_task(
 
 def _slices(data: pa.Table, keys: list[str]) -> Iterator[pa.Table]:
     """The runs of equal ``keys`` values of ``data`` (sorted by them), in order."""
-    if not keys:
-        yield data
+    if not keys or data.num_rows < 2:
+        if data.num_rows:
+            yield data
         return
-    changed = pa.array([False] * (data.num_rows - 1 if data.num_rows else 0))
+    changed = pa.array([False] * max(data.num_rows - 1, 0), pa.bool_())
     for key in keys:
         column = data.column(key).combine_chunks()
+        if pa.types.is_null(column.type):
+            continue  # every value null: one group as far as this key goes
         previous, current = column.slice(0, len(column) - 1), column.slice(1)
         # Two nulls are the same group; a null and a value are not.
         same = pc.or_kleene(

@@ -141,8 +141,11 @@ def _transaction(
             )
         faults.crash_point(AFTER_SEND)
         producer.commit_transaction(_TIMEOUT_S)
-    except KafkaException as exc:
-        error = exc.args[0]
+    except (KafkaException, SystemError) as exc:
+        error = _kafka_error(exc)
+        if error is None:
+            _abort(producer)
+            raise
         if error.code() in _FENCED:
             raise BrokerError(
                 f"a newer publisher of {topic} fenced this one ({error.str()}): it carries on, "
@@ -157,6 +160,18 @@ def _transaction(
         raise
     session.position = position
     faults.crash_point(AFTER_COMMIT)
+
+
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    """The Kafka error behind ``exc``: its own, or the one a delivery callback left pending
+    when the client raised it from inside ``flush`` (which then surfaces as a SystemError
+    caused by the KafkaException)."""
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if isinstance(candidate, KafkaException) and candidate.args:
+            error = candidate.args[0]
+            if isinstance(error, KafkaError):
+                return error
+    return None
 
 
 def _produce(producer: Producer, topic: str, key: bytes, value: bytes, callback: Any) -> None:
