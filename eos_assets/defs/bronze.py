@@ -4,7 +4,6 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from eos_assets.defs.run_order import AFTER_TAG, WAIT_MAX_S, wait_for_release
 from eos_assets.defs.stream import BRONZE, Stream
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
@@ -60,19 +59,8 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         run reads ``[position, last stable offset)`` with read_committed in Spark tasks and
         commits all rows and the new positions in one Delta commit. Kafka group commits are
         advisory only. Offsets Kafka deleted before they were read stop the run unless
-        ``accept_data_loss``. A run launched ahead of another (``run_order.AFTER_TAG``) plans
-        once that run has committed silver/events.
+        ``accept_data_loss``.
         """
-        if after := context.run.tags.get(AFTER_TAG):
-            waited, released = wait_for_release(context.instance, after, stream.events)
-            events = stream.events.to_user_string()
-            if released:
-                context.log.info(f"planned after run {after[:8]}'s {events} ({waited:.1f}s)")
-            else:
-                context.log.warning(
-                    f"run {after[:8]} had not committed {events} after {WAIT_MAX_S:g}s; "
-                    "ingesting anyway (the commits stay exactly-once, work may be repeated)"
-                )
         table_uri = lake.table_uri(*stream.raw_events.path)
         options = IngestOptions(
             max_records=config.max_records_per_run,

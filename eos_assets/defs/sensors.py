@@ -18,7 +18,6 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
-from eos_assets.defs.run_order import AFTER_TAG, holds_the_way
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import TopicMissingError
@@ -45,9 +44,6 @@ QUICK_START_MAX_OFFSETS = 250_000
 # with every asset was launched less than this many seconds ago; entity state, window
 # aggregates and the outbound publishers then follow at most this much later.
 REST_EVERY_S = 30
-# Seconds from a run's creation to its start (queue, process, Dagster, the definitions) when the
-# run before it has not started yet: measured 3.1-6.3 s with the local Spark server.
-RUN_START_S = 4.0
 # Active runs of a job looked at per tick (a few per stream at most).
 _ACTIVE_LOOKED_AT = 20
 _ACTIVE = [
@@ -101,31 +97,26 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _ahead_of(
-    instance: dg.DagsterInstance,
-    holders: list[dg.DagsterRun],
-    total: int,
-    history: LagHistory,
-    max_records: int,
-) -> dg.DagsterRun | None:
-    """The run to launch the next one ahead of, if the flow is steady enough for it.
+def _holds_the_way(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, released_by: dg.AssetKey
+) -> bool:
+    """Whether an active ingest run keeps the next one from being launched.
 
-    Only one run at a time waits: there is one holder, a run of ``ingest_and_refresh`` this
-    sensor launched. The records it does not take (the lag beyond the one it was launched for)
-    plus those arriving while the new run's process starts must reach ``max_records``; a slow
-    stream keeps the plain hold, and no run starts for a handful of records.
+    An ``ingest_and_refresh`` run stops holding the way once it has committed
+    ``released_by`` (the stream's silver/events): the next run's process starts and loads
+    while this one computes the KPIs, so its ingest begins about when they are served. Every
+    table's commit protocol lets two writers race safely (the later one re-plans from the
+    other's commit), and the ingest and outbound pools have one slot each.
     """
-    if len(holders) != 1:
-        return None
-    (run,) = holders
-    if run.job_name != STREAM_JOB or run.tags.get("eos/trigger") != "lag":
-        return None
-    record = instance.get_run_record_by_id(run.run_id)
-    start_s = RUN_START_S
-    if record is not None and record.start_time is not None:
-        start_s = max(0.0, record.start_time - record.create_timestamp.timestamp())
-    beyond = total - int(run.tags.get("eos/lag_total", total))
-    return run if beyond + history.arrival_rate() * start_s >= max_records else None
+    if run.job_name != STREAM_JOB:
+        return True
+    materialized = instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    return all(
+        (event := r.event_log_entry.dagster_event) is None or event.asset_key != released_by
+        for r in materialized
+    )
 
 
 def _stream_selection(
@@ -252,24 +243,19 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
             key = run_key({(lg.topic, lg.partition): (lg.start, lg.end) for lg in lags})
             # A run launched for another stream does not hold this one back; a run started by
             # hand (no stream tag) covers every stream and does.
-            holders = [
+            active = [
                 run
                 for job in (STREAM_JOB, INGEST_JOB)
                 for run in context.instance.get_runs(
                     filters=dg.RunsFilter(job_name=job, statuses=_ACTIVE), limit=_ACTIVE_LOOKED_AT
                 )
                 if run.tags.get(STREAM_TAG, stream.name) == stream.name
-                and holds_the_way(context.instance, run, stream.events)
-            ]
-            ahead = (
-                _ahead_of(context.instance, holders, total, history, limits.lag_max_records)
-                if holders
-                else None
-            )
+                and _holds_the_way(context.instance, run, stream.events)
+            ][:1]
             if history.requested == key:
                 reason = f"an ingest up to these offsets was already requested (run key {key})"
-            elif holders and not ahead:
-                reason = f"ingest run {holders[0].run_id[:8]} is {holders[0].status.value}; waiting"
+            elif active:
+                reason = f"ingest run {active[0].run_id[:8]} is {active[0].status.value}; waiting"
             else:
                 history.requested = key
                 quick = total <= QUICK_START_MAX_OFFSETS
@@ -286,16 +272,10 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                         "eos/lag_total": str(total),
                         "eos/driver_jit": "c1" if quick else "default",
                         "eos/path": "kpis" if lean else "all",
-                        **({AFTER_TAG: ahead.run_id} if ahead else {}),
                     },
                     asset_selection=assets,
                     asset_check_keys=checks,
                 )
-                if ahead:
-                    reason += (
-                        f"; launched ahead of run {ahead.run_id[:8]}: its ingest plans once that "
-                        f"run has committed {stream.events.to_user_string()}"
-                    )
         events = [_observation(stream.raw_events, lags, history, now, limits, reason)]
         if request is None:
             return dg.SensorResult(

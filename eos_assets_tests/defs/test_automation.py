@@ -4,10 +4,10 @@ from collections.abc import Set as AbstractSet
 
 import dagster as dg
 import pytest
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 from dagster._core.utils import make_new_run_id
 
 from eos_assets.definitions import defs
-from eos_assets_tests.support.lag_ticker import materialized_in
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
     EVENTS,
@@ -124,6 +124,15 @@ def _run_of(
     return instance.add_run(run)
 
 
+def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
+    event = DagsterEvent(
+        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+        job_name=run.job_name,
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
+    )
+    instance.report_dagster_event(event, run_id=run.run_id)
+
+
 @pytest.mark.parametrize("named", [True, False])
 def test_a_tick_inside_a_lag_sensor_run_requests_no_check_that_run_will_evaluate(
     named: bool,
@@ -136,11 +145,11 @@ def test_a_tick_inside_a_lag_sensor_run_requests_no_check_that_run_will_evaluate
     selection = stream_job.selection
     assets, checks = selection.resolve(graph), selection.resolve_checks(graph)
     run = _run_of(instance, assets, checks if named else None)
-    materialized_in(instance, run, RAW_EVENTS)
+    _materialized_in(instance, run, RAW_EVENTS)
     instance.report_runless_asset_event(
         dg.AssetCheckEvaluation(asset_key=RAW_EVENTS, check_name=OFFSETS_CONTIGUOUS, passed=True)
     )
-    materialized_in(instance, run, EVENTS)  # its check event_id_unique comes next in the run
+    _materialized_in(instance, run, EVENTS)  # its check event_id_unique comes next in the run
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=result.cursor)
     if named:
         assert requested(result) == set()

@@ -10,10 +10,11 @@ import dagster as dg
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the admin module's stub hides it
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.utils import make_new_run_id
 from pyspark.sql import SparkSession
 
 from eos_assets.defs import sensors
-from eos_assets.defs.run_order import AFTER_TAG
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
@@ -21,14 +22,7 @@ from eos_assets.lib.kafka.burrow import LagHistory
 from eos_assets.lib.spark.spark_env import QUICK_START_JIT
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.support.lag_ticker import (
-    Ticker,
-    materialized_in,
-    observed,
-    skip_reason,
-    started,
-    stream_job_def,
-)
+from eos_assets_tests.support.lag_ticker import Ticker, observed, skip_reason, stream_job_def
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
     EVENTS,
@@ -117,6 +111,22 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     assert len(history.windows[f"{topic}:0"]) == 7 and history.requested == second.run_key
 
 
+def _started(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun:
+    run = dg.DagsterRun(
+        job_name=job_name, run_id=make_new_run_id(), status=dg.DagsterRunStatus.STARTED
+    )
+    return instance.add_run(run)
+
+
+def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
+    event = DagsterEvent(
+        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+        job_name=run.job_name,
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
+    )
+    instance.report_dagster_event(event, run_id=run.run_id)
+
+
 @pytest.fixture
 def one_partition(
     kafka_bootstrap: str,
@@ -136,58 +146,28 @@ def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
 ) -> None:
     ticker, topic = one_partition
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
-    running = started(ticker.instance, stream_job.name)
+    running = _started(ticker.instance, stream_job.name)
     held = ticker.tick()
     assert skip_reason(held) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
 
     # Its bronze commit does not free the way...
-    materialized_in(ticker.instance, running, RAW_EVENTS)
+    _materialized_in(ticker.instance, running, RAW_EVENTS)
     assert skip_reason(ticker.tick()) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
     # ... its silver/events commit does: the next run starts while this one computes the KPIs.
-    materialized_in(ticker.instance, running, EVENTS)
+    _materialized_in(ticker.instance, running, EVENTS)
     (request,) = ticker.tick().run_requests or []
     assert request.run_key and request.run_key.startswith("ingest-")
 
     # Past that commit a run never holds the way again, whatever later runs commit.
-    later = started(ticker.instance, stream_job.name)
-    materialized_in(ticker.instance, later, EVENTS)
+    later = _started(ticker.instance, stream_job.name)
+    _materialized_in(ticker.instance, later, EVENTS)
     send_transaction(kafka_bootstrap, topic, batch(10, 1, first=10))
     assert ticker.tick().run_requests
 
     # A plain ingest run holds the way until it ends.
     send_transaction(kafka_bootstrap, topic, batch(10, 1, first=20))
-    ingesting = started(ticker.instance, ingest_job.name)
+    ingesting = _started(ticker.instance, ingest_job.name)
     assert skip_reason(ticker.tick()) == f"ingest run {ingesting.run_id[:8]} is STARTED; waiting"
-
-
-def test_a_steady_flow_launches_the_next_run_ahead_of_the_one_in_progress(
-    kafka_bootstrap: str, one_partition: tuple[Ticker, str]
-) -> None:
-    ticker, topic = one_partition
-    send_transaction(kafka_bootstrap, topic, batch(10, 1))
-    lag_run = {"eos/trigger": "lag"}
-    first = started(ticker.instance, stream_job.name, {**lag_run, "eos/lag_total": "11"})
-    # Every pending offset is the running run's own: held as before.
-    assert skip_reason(ticker.tick()) == f"ingest run {first.run_id[:8]} is STARTED; waiting"
-
-    send_transaction(kafka_bootstrap, topic, batch(10, 1, first=10))
-    ahead = ticker.tick()  # 11 offsets beyond the running run's 11, at most 5 per run
-    (request,) = ahead.run_requests or []
-    assert request.tags[AFTER_TAG] == first.run_id
-    assert "; launched ahead of run " + first.run_id[:8] in observed(ahead)["decision"]
-
-    # One run waits at a time: while the run launched ahead has not committed silver/events,
-    # nothing more is launched, even though the first run has.
-    second = started(
-        ticker.instance,
-        stream_job.name,
-        {**lag_run, "eos/lag_total": "22", AFTER_TAG: first.run_id},
-    )
-    send_transaction(kafka_bootstrap, topic, batch(10, 1, first=20))
-    assert skip_reason(ticker.tick()) == f"ingest run {second.run_id[:8]} is STARTED; waiting"
-    materialized_in(ticker.instance, first, EVENTS)
-    (third,) = ticker.tick().run_requests or []
-    assert third.tags[AFTER_TAG] == second.run_id
 
 
 def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(

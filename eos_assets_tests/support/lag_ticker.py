@@ -1,10 +1,6 @@
 """Ticks of the orders stream's lag sensor, evaluated the way the daemon does."""
 
-from collections.abc import Mapping
-
 import dagster as dg
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-from dagster._core.utils import make_new_run_id
 
 from eos_assets.resources import build_resources
 from eos_assets.resources.kafka import KafkaResource
@@ -56,26 +52,3 @@ def observed(result: dg.SensorResult) -> dict:
 def skip_reason(result: dg.SensorResult) -> str:
     assert not result.run_requests and result.skip_reason is not None
     return result.skip_reason.skip_message or ""
-
-
-def started(
-    instance: dg.DagsterInstance, job_name: str, tags: Mapping[str, str] | None = None
-) -> dg.DagsterRun:
-    """A run recorded as STARTED on ``instance`` (no process behind it)."""
-    run = dg.DagsterRun(
-        job_name=job_name,
-        run_id=make_new_run_id(),
-        status=dg.DagsterRunStatus.STARTED,
-        tags=dict(tags or {}),
-    )
-    return instance.add_run(run)
-
-
-def materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
-    """Record a materialization of ``key`` in ``run``, as its step would."""
-    event = DagsterEvent(
-        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
-        job_name=run.job_name,
-        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
-    )
-    instance.report_dagster_event(event, run_id=run.run_id)

@@ -155,14 +155,6 @@ class LagHistory:
         """Whether a run of every asset was requested less than ``every_s`` seconds ago."""
         return self.full_at is not None and 0 <= now - self.full_at < every_s
 
-    def arrival_rate(self) -> float:
-        """Offsets per second arriving in Kafka, summed over the partitions' windows."""
-        rate = 0.0
-        for window in self.windows.values():
-            if len(window) > 1 and window[-1].at > window[0].at:
-                rate += max(0, window[-1].end - window[0].end) / (window[-1].at - window[0].at)
-        return rate
-
     def retain(self, keys: Iterable[str]) -> None:
         """Forget partitions that are no longer watched (a topic left ``EOS_TOPICS``)."""
         keep = set(keys)

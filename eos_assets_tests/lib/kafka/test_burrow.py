@@ -91,19 +91,6 @@ def test_a_run_is_lean_only_soon_after_a_full_one() -> None:
     assert not history.lean(now=70.0, every_s=30)  # a clock that went back: run everything
 
 
-def test_arrival_rate_sums_the_partitions_over_their_windows() -> None:
-    history = LagHistory()
-    assert history.arrival_rate() == 0
-    history.add("t:0", Sample(10.0, 0, 100), 5)
-    assert history.arrival_rate() == 0  # one sample: no rate yet
-    history.add("t:0", Sample(15.0, 50, 1100), 5)
-    history.add("t:1", Sample(10.0, 0, 500), 5)
-    history.add("t:1", Sample(20.0, 0, 1500), 5)
-    history.add("t:2", Sample(10.0, 0, 70), 5)
-    history.add("t:2", Sample(20.0, 0, 60), 5)  # an end that went back adds nothing
-    assert history.arrival_rate() == pytest.approx(200 + 100)
-
-
 def test_decide_launches_on_records_age_or_markers_and_says_why_not() -> None:
     assert not decide(0, None, 100, 60).launch
     assert decide(100, None, 100, 60).reason == "lag 100 offsets reached EOS_LAG_MAX_RECORDS=100"
