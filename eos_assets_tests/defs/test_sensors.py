@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the admin module's stub hides it
 from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 from dagster._core.utils import make_new_run_id
+from dagster._daemon.sensor import MIN_INTERVAL_LOOP_TIME  # the daemon's loop period
 from pyspark.sql import SparkSession
 
 from eos_assets.defs import sensors
@@ -37,6 +38,7 @@ from eos_assets_tests.support.orders import (
     WINDOW_AGGREGATES,
     WINDOWS_RECONCILE_KEY,
     ingest_job,
+    ingest_on_kafka_lag,
     stream_job,
 )
 from eos_assets_tests.support.records import batch
@@ -200,6 +202,13 @@ def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(
 
     monkeypatch.setattr(sensors, "REST_EVERY_S", 0)
     assert launch(20).tags["eos/path"] == "all"  # the rest is due again
+
+
+def test_the_lag_sensor_is_due_on_every_pass_of_the_daemon() -> None:
+    # The daemon evaluates a sensor whose last tick began at least its minimum interval ago; at
+    # the loop's own period the loop's jitter skips every other pass (ticks 10 s apart).
+    interval = ingest_on_kafka_lag.minimum_interval_seconds
+    assert interval is not None and interval < MIN_INTERVAL_LOOP_TIME
 
 
 def test_only_markers_pending_launches_to_move_past_them(
