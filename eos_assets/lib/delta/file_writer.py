@@ -116,7 +116,7 @@ def _slices(data: pa.Table, keys: list[str]) -> Iterator[pa.Table]:
         if data.num_rows:
             yield data
         return
-    changed = pa.array([False] * max(data.num_rows - 1, 0), pa.bool_())
+    changed = pa.repeat(False, data.num_rows - 1)
     for key in keys:
         column = data.column(key).combine_chunks()
         if pa.types.is_null(column.type):
