@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from eos_assets.defs.check_state import CheckConfig, last_checked
+from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.audit import AuditReport, audit_bronze
 from eos_assets.lib.checks.contiguity import contiguity_of
@@ -106,8 +107,15 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     """The checks of ``<stream>/bronze/raw_events``."""
     table = stream.raw_events
 
-    def bronze_check(name: str, description: str, blocking: bool = False):
-        return dg.asset_check(asset=table, name=name, description=description, blocking=blocking)
+    def bronze_check(
+        name: str,
+        description: str,
+        blocking: bool = False,
+        op_tags: Mapping[str, str] | None = None,
+    ):
+        return dg.asset_check(
+            asset=table, name=name, description=description, blocking=blocking, op_tags=op_tags
+        )
 
     @bronze_check(
         OFFSETS_CONTIGUOUS,
@@ -133,6 +141,7 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         MALFORMED_RATE,
         "Share of malformed records, whole table and latest ingest, is at most "
         "EOS_MALFORMED_MAX_RATE (warns).",
+        op_tags=AFTER_SERVING,
     )
     def malformed_rate_below_threshold(lake: LakeResource) -> dg.AssetCheckResult:
         """Warn when producers send more malformed records than the threshold allows."""

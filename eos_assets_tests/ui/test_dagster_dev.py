@@ -62,6 +62,7 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
     times = {s["stepKey"]: (s["startTime"], s["endTime"]) for s in run["stepStats"]}
     served = times["orders__serving__kpi"][1]
     for later in (
+        "orders__bronze__raw_events_malformed_rate_below_threshold",
         "orders__silver__entity_state",
         "orders__gold__window_aggregates",
         "orders__outbound__agg_out",
