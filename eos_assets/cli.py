@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
-from eos_assets.demo import DemoOptions, run_demo
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.spark import spark_cds, spark_server
-from eos_assets.resources.kafka import bootstrap_servers
 from eos_assets.settings import Settings
+
+# The demo (Dagster, the asset graph) and Spark's modules take seconds to import: they are
+# imported by the commands that use them, so `produce` and `broker` start at once.
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -45,7 +45,21 @@ def _broker_where(state_dir: Path) -> str | None:
     return info and f"running at {info.bootstrap} (pid {info.pid}, data {info.data_dir})"
 
 
+def _spark_up(settings: Settings, port: int) -> str:
+    from eos_assets.lib.spark import spark_server
+
+    return spark_server.up(Path(settings.state_dir), settings.spark_master, port=port).url
+
+
+def _spark_down(state_dir: Path) -> bool:
+    from eos_assets.lib.spark import spark_server
+
+    return spark_server.down(state_dir)
+
+
 def _spark_where(state_dir: Path) -> str | None:
+    from eos_assets.lib.spark import spark_server
+
     info = spark_server.server_status(state_dir)
     return info and f"running at {info.url} (pid {info.pid}, log {info.log})"
 
@@ -56,14 +70,7 @@ BROKER = LocalService(
     broker.down,
     _broker_where,
 )
-SPARK = LocalService(
-    "spark",
-    lambda settings, port: (
-        spark_server.up(Path(settings.state_dir), settings.spark_master, port=port).url
-    ),
-    spark_server.down,
-    _spark_where,
-)
+SPARK = LocalService("spark", _spark_up, _spark_down, _spark_where)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,14 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="broker, a demo stream, every asset through Dagster, then a summary"
     )
-    demo.add_argument("--count", type=int, default=DemoOptions.count, help="records to produce")
-    demo.add_argument("--partitions", type=int, default=DemoOptions.partitions)
+    # Defaults None: DemoOptions' own (see cmd_demo).
+    demo.add_argument("--count", type=int, default=None, help="records to produce (20,000)")
+    demo.add_argument("--partitions", type=int, default=None, help="if created (6)")
     demo.add_argument("--seed", type=int, default=None, help="default: random")
     demo.add_argument(
         "--stream",
-        default=DemoOptions.stream,
-        help="a stream declared in eos_assets/streams, or an example of eos_assets/examples "
-        "(page_views)",
+        default=None,
+        help="a stream declared in eos_assets/streams (default orders), or an example of "
+        "eos_assets/examples (page_views)",
     )
     demo.set_defaults(handler=cmd_demo)
 
@@ -186,9 +194,10 @@ def _service_parser(
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
-    options = DemoOptions(
-        count=args.count, partitions=args.partitions, seed=args.seed, stream=args.stream
-    )
+    from eos_assets.demo import DemoOptions, run_demo
+
+    given = {"count": args.count, "partitions": args.partitions, "stream": args.stream}
+    options = DemoOptions(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
     print(run_demo(options))
     return 0
 
@@ -209,6 +218,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_spark_archive(args: argparse.Namespace) -> int:
     """Write the driver's class archive unless this install has it; print its path."""
+    from eos_assets.lib.spark import spark_cds
+
     print(spark_cds.build())
     return 0
 
@@ -260,7 +271,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if manifest is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         manifest = Path(settings.state_dir) / "manifests" / f"{options.topic}-{stamp}.jsonl"
-    bootstrap = bootstrap_servers(settings)
+    # As the Kafka resource finds it (resources/kafka.py), without importing Dagster.
+    bootstrap = settings.kafka_bootstrap or broker.embedded_bootstrap(Path(settings.state_dir))
     # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
     # aborted at once instead of holding readers back until the broker's transaction timeout.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

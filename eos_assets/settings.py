@@ -4,11 +4,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import ConfigError
-from eos_assets.lib.revenue.alerts import AlertPolicy
+
+if TYPE_CHECKING:  # imported where used: it brings Delta and Arrow, which most commands skip
+    from eos_assets.lib.revenue.alerts import AlertPolicy
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
 _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
@@ -116,13 +118,15 @@ def read_limits(env: Mapping[str, str] | None = None, declared: Limits | None = 
     return replace(declared or Limits(), **_numbers(Limits, "EOS_", env))
 
 
-def read_alert_policy(env: Mapping[str, str] | None = None) -> AlertPolicy:
+def read_alert_policy(env: Mapping[str, str] | None = None) -> "AlertPolicy":
     """KPI alert rules and delivery: ``EOS_ALERT_<FIELD NAME>`` of ``AlertPolicy``.
 
     Raises:
         ConfigError: a variable is not a number (or not a positive one where required).
     """
     thresholds = ("revenue_min", "cancellation_rate_max")  # may be zero or negative
+    from eos_assets.lib.revenue.alerts import AlertPolicy
+
     return AlertPolicy(**_numbers(AlertPolicy, "EOS_ALERT_", env, any_sign=thresholds))
 
 

@@ -8,7 +8,7 @@ start time and mix give the same records byte for byte.
 import dataclasses
 import json
 import random
-import uuid
+from bisect import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +32,7 @@ CODES: tuple[str, ...] = (
     INVALID_AMOUNT,
 )
 CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
+_CURRENCY_WEIGHTS = (5, 8, 9, 10)  # cumulative: 50/30/10/10 %
 
 _MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
 _TARGET_OPEN = 100  # orders awaiting payment; keeps lifetimes around 20 s of event time
@@ -185,14 +186,27 @@ def drop_id(rng: random.Random, payload: dict, id_field: str) -> None:
         payload[id_field] = ""
 
 
+# What ``json.dumps(payload, separators=(",", ":"))`` builds, without a new encoder per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(payload: object) -> bytes:
     """A record value: ``payload`` as compact JSON."""
-    return json.dumps(payload, separators=(",", ":")).encode()
+    return _COMPACT.encode(payload).encode()
 
 
 def format_event_time(moment: datetime) -> str:
     """Format as the contract does: UTC, milliseconds, ``Z`` (2026-11-21T10:00:00.123Z)."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def uuid4_text(bits: int) -> str:
+    """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly."""
+    bits = (bits & ~(0xC000 << 48) | 0x8000 << 48) & ~(0xF000 << 64) | 4 << 76
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True)
@@ -226,7 +240,8 @@ class _Orders:
             order_id=f"o-{self._next_id}",
             customer_id=f"c-{rng.randint(1, 5000)}",
             amount=round(rng.uniform(5.0, 500.0), 2),
-            currency=rng.choices(CURRENCIES, cum_weights=(5, 8, 9, 10))[0],  # 50/30/10/10 %
+            # As rng.choices(CURRENCIES, cum_weights=_CURRENCY_WEIGHTS)[0] draws it.
+            currency=CURRENCIES[bisect(_CURRENCY_WEIGHTS, rng.random() * 10.0, 0, 3)],
         )
 
     def next_event(self) -> tuple[_Order, str]:
@@ -251,7 +266,7 @@ class _Orders:
 
 def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -> dict:
     return {
-        "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "event_id": uuid4_text(rng.getrandbits(128)),
         "event_type": event_type,
         "order_id": order.order_id,
         "customer_id": order.customer_id,
@@ -262,12 +277,31 @@ def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -
     }
 
 
+# ``encode(_payload(...))`` of a valid event, formatted directly: every field but the amount is
+# a plain ASCII string (ids, declared values, a formatted time); the amount is a float, which
+# JSON writes as its repr.
+_VALID = (
+    '{"event_id":"%s","event_type":"%s","order_id":"%s","customer_id":"%s","amount":%r,'
+    '"currency":"%s","event_time":"%s","schema_version":1}'
+)
+
+
 def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Record:
     if kind == "malformed":
         return _malformed(rng, orders)
     order, event_type = orders.next_event()
     at = orders.now - mix.late_by if kind == "late" else orders.now
-    return record(order.order_id, _payload(rng, order, event_type, at), kind, "event_id")
+    event_id = uuid4_text(rng.getrandbits(128))
+    value = _VALID % (
+        event_id,
+        event_type,
+        order.order_id,
+        order.customer_id,
+        order.amount,
+        order.currency,
+        format_event_time(at),
+    )
+    return Record(order.order_id, value.encode(), kind, event_id, event_type)
 
 
 def _malformed(rng: random.Random, orders: _Orders) -> Record:

@@ -16,7 +16,6 @@ mix and ``disorder`` give the same records byte for byte.
 import dataclasses
 import heapq
 import random
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from eos_assets.devkit.events import (
     malformed_record,
     plan_with,
     record,
+    uuid4_text,
 )
 from eos_assets.lib.contract.contract import Malformed
 
@@ -217,7 +217,7 @@ def _record(
 
 def _payload(rng: random.Random, session: _Session, at: int, duration: int | None) -> dict:
     payload: dict[str, object] = {
-        "view_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "view_id": uuid4_text(rng.getrandbits(128)),
         "session_id": session.session_id,
     }
     if session.viewed >= session.signs_in_at:

@@ -26,6 +26,7 @@ from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
 
 _TIMEOUT_S = 60.0
+_POLL_EVERY = 1000  # records handed over between two polls for delivery reports, unpaced
 
 # The streams whose demo events the producer can send, and how each plans its transactions.
 Planner = Callable[[int, datetime, int, int, Mix], Iterator[TransactionPlan]]
@@ -150,11 +151,16 @@ def produce(
     pacer = _Pacer(options.rate)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
-        for plan in plans:
+        plan = next(plans, None)
+        while plan is not None:
             if producer is None:
                 producer = _producer(bootstrap, summary.transactional_id, config)
             try:
-                offsets = _send(producer, options.topic, plan, pacer)
+                deliveries = _send(producer, options.topic, plan, pacer)
+                # Drawn while this transaction's records travel: the broker's round trips
+                # overlap the Python work of the next one.
+                upcoming = next(plans, None)
+                offsets = deliveries.wait(producer)
                 _finish(producer, plan)
             except BaseException:
                 # Left open, the transaction would hold back the partition's last stable
@@ -163,6 +169,7 @@ def produce(
                     producer.abort_transaction(10)
                 raise
             manifest.add(plan, summary.transactional_id, offsets)
+            plan = upcoming
         return manifest.finish(time.monotonic() - pacer.began)
 
 
@@ -207,24 +214,49 @@ class _Pacer:
             time.sleep(min(wait, 0.05))
 
 
-def _send(
-    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer
-) -> list[tuple[int, int]]:
-    """Send one transaction's records; return (partition, offset) of each, in order."""
-    offsets: list[tuple[int, int] | None] = [None] * len(plan.records)
-    failures: list[KafkaError] = []
+class _Deliveries:
+    """The delivery reports of one transaction's records, kept by the record's index."""
 
-    def delivered(index: int, err: KafkaError | None, msg: Message) -> None:
+    def __init__(self, topic: str, plan: TransactionPlan) -> None:
+        self.topic = topic
+        self.plan = plan
+        self.offsets: list[tuple[int, int] | None] = [None] * len(plan.records)
+        self.failures: list[KafkaError] = []
+
+    def report(self, index: int, err: KafkaError | None, msg: Message) -> None:
+        """The delivery callback of record ``index``."""
         partition, offset = msg.partition(), msg.offset()
         if err is not None:
-            failures.append(err)
+            self.failures.append(err)
         elif partition is not None and offset is not None:
-            offsets[index] = (partition, offset)
+            self.offsets[index] = (partition, offset)
 
+    def wait(self, producer: Producer) -> list[tuple[int, int]]:
+        """Wait for every report; return (partition, offset) of each record, in order.
+
+        Raises:
+            BrokerError: a record was not delivered.
+        """
+        # Flushed before an abort too, so aborted records get offsets the tests can look for.
+        if producer.flush(_TIMEOUT_S) or self.failures or None in self.offsets:
+            failed = self.failures
+            reason = failed[0].str() if failed else "no delivery report for every record"
+            raise BrokerError(
+                f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
+                "check the broker and the topic; finished transactions are in the manifest"
+            )
+        return self.offsets  # type: ignore[return-value]  # no None left
+
+
+def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) -> _Deliveries:
+    """Begin a transaction and hand its records to the client; their reports come later."""
+    deliveries = _Deliveries(topic, plan)
+    report = deliveries.report
+    paced = pacer.rate > 0
     producer.begin_transaction()
     for index, record in enumerate(plan.records):
         key = record.key.encode() if record.key is not None else None
-        callback = functools.partial(delivered, index)
+        callback = functools.partial(report, index)
         while True:
             try:
                 producer.produce(topic, value=record.value, key=key, on_delivery=callback)
@@ -236,16 +268,12 @@ def _send(
                     f"cannot send to {topic} in transaction {plan.index} ({_reason(exc)}): "
                     "check the topic and the EOS_KAFKA_* settings"
                 ) from exc
-        producer.poll(0)
-        pacer.wait(producer)
-    # Flushed before an abort too, so aborted records get offsets the tests can look for.
-    if producer.flush(_TIMEOUT_S) or failures or None in offsets:
-        reason = failures[0].str() if failures else "no delivery report for every record"
-        raise BrokerError(
-            f"delivery to {topic} failed in transaction {plan.index} ({reason}): "
-            "check the broker and the topic; finished transactions are in the manifest"
-        )
-    return [o for o in offsets if o is not None]
+        if paced:
+            producer.poll(0)
+            pacer.wait(producer)
+        elif index % _POLL_EVERY == 0:
+            producer.poll(0)  # serve the delivery reports so far
+    return deliveries
 
 
 def _finish(producer: Producer, plan: TransactionPlan) -> None:
