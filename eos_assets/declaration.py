@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import dagster as dg
 import duckdb
@@ -262,6 +262,12 @@ class StreamModel(_Strict):
         default_factory=list, description="the KPI tables copied into DuckDB for serving"
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    mode: Literal["sensor", "continuous"] = Field(
+        default="sensor",
+        description="sensor: the lag sensor launches a run per backlog; continuous: one "
+        "long-lived run loops micro-batches from Kafka to the served KPIs (seconds, not tens "
+        "of seconds; it holds a run process and a Spark session)",
+    )
 
 
 def seconds(text: str) -> float:

@@ -28,6 +28,8 @@ from eos_assets.defs import (
     automation,
     bronze,
     checks,
+    continuous,
+    continuous_sensor,
     derived_checks,
     gold,
     order_alerts,
@@ -126,17 +128,32 @@ def definitions(model: StreamModel) -> dg.Definitions:
     (``eos_assets/definitions.py``).
     """
     parts = build(model)
-    # Everything downstream of bronze follows it (declarative automation).
+    # Everything downstream of bronze follows it (declarative automation); on a continuous
+    # stream, the path to the served KPIs follows its continuous run instead.
+    loop = continuous_path(parts) if parts.stream.continuous else set()
     follow = dg.map_asset_specs(
-        lambda spec: spec.replace_attributes(automation_condition=automation.FOLLOW_UPSTREAM),
+        lambda spec: spec.replace_attributes(
+            automation_condition=None if spec.key in loop else automation.FOLLOW_UPSTREAM
+        ),
         parts.downstream,
     )
+    jobs, sensors = [], [parts.lag_sensor]
+    if parts.stream.continuous:
+        job = continuous.continuous_job(parts.stream)
+        jobs, sensors = [job], [*sensors, continuous_sensor.keeper_sensor(parts.stream, job)]
     return dg.Definitions(
         assets=[parts.raw_events, *follow],
         asset_checks=parts.checks,
-        sensors=[parts.lag_sensor],
+        sensors=sensors,
         schedules=parts.schedules,
+        jobs=jobs,
     )
+
+
+def continuous_path(parts: StreamParts) -> set[dg.AssetKey]:
+    """The assets a continuous run materializes: bronze to the served revenue KPIs."""
+    return {spec.key for asset in [parts.raw_events, parts.events, *parts.revenue]
+            for spec in asset.specs}  # fmt: skip
 
 
 def tables(model: StreamModel) -> list[dg.AssetKey]:

@@ -22,6 +22,7 @@ from eos_assets.declaration import (
     describe,
     precheck,
 )
+from eos_assets.defs.stream import CONTINUOUS
 
 # The declarations of the definitions being loaded, by file: what check_together compares.
 _LOADED: dict[str, StreamModel] = {}
@@ -41,6 +42,14 @@ class EventStream(dg.Component, StreamModel):
         source = describe(context.path / DECLARATION, context.project_root)
         check(self, source)
         check_kpis(self, source)
+        if self.mode == CONTINUOUS and not builtin.has_order_shape(self):
+            raise DeclarationError(
+                source,
+                "mode",
+                "continuous loops the path to the revenue KPIs, which only streams with the "
+                "order shape have",
+                "remove `mode: continuous` (the sensor-driven mode serves every stream)",
+            )
         _LOADED[source] = self
         check_together([(model, src) for src, model in _LOADED.items()])
         return builtin.definitions(self)

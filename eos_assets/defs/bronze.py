@@ -1,12 +1,14 @@
 """Bronze layer: every committed Kafka record, once per (topic, partition, offset)."""
 
+from typing import Any
+
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from eos_assets.defs.stream import BRONZE, Stream
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
+from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
@@ -83,39 +85,44 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
             )
         except EosError as exc:
             raise dg.Failure(description=str(exc)) from exc
-        lag = {f"{p.topic}[{p.partition}]": p.lag for p in outcome.plans}
-        if outcome.version is None:
-            context.log.info("nothing new to ingest")
-        lost = [r.as_dict() for r in outcome.lost]
-        skipped = [r.as_dict() for r in outcome.skipped]
-        if skipped:
-            context.log.info(
-                f"started at the declared start {stream.start!r}: passed over "
-                f"{outcome.skipped_offsets} retained offsets: {skipped}"
-            )
-        if lost:
-            context.log.warning(
-                f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
-                f"were ingested: {lost}"
-            )
         return dg.MaterializeResult(
-            metadata={
-                "records": outcome.records,
-                "malformed": outcome.malformed,
-                "lost_offsets": outcome.lost_offsets,
-                "lost_ranges": dg.MetadataValue.json(lost),
-                "skipped_offsets": outcome.skipped_offsets,
-                "skipped_ranges": dg.MetadataValue.json(skipped),
-                "delta_version": outcome.version,
-                "ranges": dg.MetadataValue.json(outcome.ranges()),
-                "lag_at_plan": dg.MetadataValue.json(lag),
-                "attempts": outcome.attempts,
-                "advisory_commit": outcome.advisory_committed,
-                "seconds": dg.MetadataValue.json(
-                    {k: round(v, 3) for k, v in outcome.seconds.items()}
-                ),
-                "table_uri": table_uri,
-            }
+            metadata=ingest_metadata(context.log, stream, outcome, table_uri)
         )
 
     return raw_events
+
+
+def ingest_metadata(
+    log: dg.DagsterLogManager, stream: Stream, outcome: IngestOutcome, table_uri: str
+) -> dict[str, Any]:
+    """The metadata of one ingest's materialization of bronze; what it passed over is logged."""
+    lag = {f"{p.topic}[{p.partition}]": p.lag for p in outcome.plans}
+    if outcome.version is None:
+        log.info("nothing new to ingest")
+    lost = [r.as_dict() for r in outcome.lost]
+    skipped = [r.as_dict() for r in outcome.skipped]
+    if skipped:
+        log.info(
+            f"started at the declared start {stream.start!r}: passed over "
+            f"{outcome.skipped_offsets} retained offsets: {skipped}"
+        )
+    if lost:
+        log.warning(
+            f"acknowledged as lost: {outcome.lost_offsets} offsets Kafka deleted before they "
+            f"were ingested: {lost}"
+        )
+    return {
+        "records": outcome.records,
+        "malformed": outcome.malformed,
+        "lost_offsets": outcome.lost_offsets,
+        "lost_ranges": dg.MetadataValue.json(lost),
+        "skipped_offsets": outcome.skipped_offsets,
+        "skipped_ranges": dg.MetadataValue.json(skipped),
+        "delta_version": outcome.version,
+        "ranges": dg.MetadataValue.json(outcome.ranges()),
+        "lag_at_plan": dg.MetadataValue.json(lag),
+        "attempts": outcome.attempts,
+        "advisory_commit": outcome.advisory_committed,
+        "seconds": dg.MetadataValue.json({k: round(v, 3) for k, v in outcome.seconds.items()}),
+        "table_uri": table_uri,
+    }

@@ -35,9 +35,14 @@ def last_passed(
     if config.full:
         return None
     (spec,) = context.check_specs
-    records = context.instance.event_log_storage.get_asset_check_execution_history(
-        spec.key, limit=LOOKED_BACK
-    )
+    return passed_metadata(context.instance, spec.key)
+
+
+def passed_metadata(
+    instance: dg.DagsterInstance, key: dg.AssetCheckKey
+) -> dict[str, object] | None:
+    """The metadata of check ``key``'s latest passing evaluation in ``instance`` (None: none)."""
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=LOOKED_BACK)
     passed = [r for r in records if r.status.value == "SUCCEEDED"][:1]
     if not passed or passed[0].event is None or passed[0].event.dagster_event is None:
         return None

@@ -21,7 +21,7 @@ from pydantic import Field
 from eos_assets.defs.automation import check_with_asset
 from eos_assets.defs.checks import report_result
 from eos_assets.defs.derived_checks import missing
-from eos_assets.defs.silver import from_silver_metadata, run_or_fail
+from eos_assets.defs.silver import Context, from_silver_metadata, run_or_fail
 from eos_assets.defs.stream import GOLD, OUTBOUND, SERVING, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
 from eos_assets.lib.errors import EosError
@@ -90,7 +90,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
                 lake.storage_options,
             )
         )
-        return dg.MaterializeResult(metadata=_kpi_metadata(context, outcome))
+        return dg.MaterializeResult(metadata=kpi_metadata(context, outcome))
 
     @dg.multi_asset(
         name=keys.kpi_daily.to_python_identifier(),
@@ -119,7 +119,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
             )
         )
         yield dg.MaterializeResult(
-            asset_key=keys.kpi_daily, metadata=_kpi_metadata(context, outcome)
+            asset_key=keys.kpi_daily, metadata=kpi_metadata(context, outcome)
         )
         yield dg.MaterializeResult(
             asset_key=keys.kpi_daily_customers,
@@ -146,17 +146,7 @@ def kpi_assets(stream: Stream) -> list[dg.AssetsDefinition]:
         """
         tables = served_tables(keys, lake)
         outcome = run_or_fail(lambda: serving.serve(warehouse.path, tables, lake.storage_options))
-        if not outcome.upserted:
-            context.log.info("DuckDB already reflects the current Delta versions")
-        return dg.MaterializeResult(
-            metadata={
-                "delta_versions": dg.MetadataValue.json(outcome.versions),
-                "rows_upserted": dg.MetadataValue.json(outcome.upserted),
-                "up_to_date": dg.MetadataValue.json(outcome.skipped),
-                "warehouse": warehouse.path,
-                "seconds": round(outcome.seconds, 3),
-            }
-        )
+        return dg.MaterializeResult(metadata=serving_metadata(context, outcome, warehouse.path))
 
     return [kpi_window, kpi_daily, serving_kpi]
 
@@ -205,7 +195,8 @@ def served_tables(keys: "OrderKpiKeys", lake: LakeResource) -> list[serving.Serv
     ]
 
 
-def _kpi_metadata(context: dg.AssetExecutionContext, outcome: kpi.KpiOutcome) -> dict[str, Any]:
+def kpi_metadata(context: Context, outcome: kpi.KpiOutcome) -> dict[str, Any]:
+    """The metadata of one update of a revenue KPI table."""
     details = {
         "rows_upserted": outcome.rows_written,
         "silver_rows_read_for_recompute": outcome.silver_rows_read,
@@ -213,3 +204,16 @@ def _kpi_metadata(context: dg.AssetExecutionContext, outcome: kpi.KpiOutcome) ->
         "customer_set_rows_read": outcome.set_rows_read,
     }
     return from_silver_metadata(context, outcome, details)
+
+
+def serving_metadata(context: Context, outcome: serving.MirrorOutcome, path: str) -> dict[str, Any]:
+    """The metadata of one refresh of the DuckDB serving tables."""
+    if not outcome.upserted:
+        context.log.info("DuckDB already reflects the current Delta versions")
+    return {
+        "delta_versions": dg.MetadataValue.json(outcome.versions),
+        "rows_upserted": dg.MetadataValue.json(outcome.upserted),
+        "up_to_date": dg.MetadataValue.json(outcome.skipped),
+        "warehouse": path,
+        "seconds": round(outcome.seconds, 3),
+    }

@@ -17,6 +17,7 @@ import time
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
+from eos_assets.defs.continuous_sensor import rest_request, stall_cause
 from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.limits import Limits
@@ -220,6 +221,8 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
                 cursor=history.to_json(),
                 asset_events=[_observation(stream.raw_events, lags, history, now, limits, reason)],
             )
+        if stream.continuous:
+            return _continuous_tick(context, stream, served_key, lags, history, now, limits)
         ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
         only_markers = bool(ages) and all(
             lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0
@@ -287,6 +290,40 @@ def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
         )
 
     return ingest_on_kafka_lag
+
+
+def _continuous_tick(
+    context: dg.SensorEvaluationContext,
+    stream: Stream,
+    served_key: dg.AssetKey,
+    lags: list[PartitionLag],
+    history: LagHistory,
+    now: float,
+    limits: Limits,
+) -> dg.SensorResult:
+    """A continuous stream's tick: the lag and its status recorded, no ingest launched (its
+    continuous run takes every pending record), a live run that makes no batch named as the
+    stall's cause, and the assets off the KPI path launched every ``REST_EVERY_S`` at most."""
+    reason = "continuous stream: its continuous run ingests every pending record"
+    if sum(lg.lag for lg in lags) and (cause := stall_cause(context.instance, stream, now)):
+        reason = f"stalled: {cause}"
+    request = None
+    busy = context.instance.get_runs(
+        filters=dg.RunsFilter(
+            job_name=STREAM_JOB, statuses=_ACTIVE, tags={STREAM_TAG: stream.name}
+        ),
+        limit=1,
+    )
+    if not history.lean(now, REST_EVERY_S) and not busy:
+        request = rest_request(context, stream, served_key)
+        if request is not None:
+            history.full_at = now
+    events = [_observation(stream.raw_events, lags, history, now, limits, reason)]
+    if request is None:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(reason), cursor=history.to_json(), asset_events=events
+        )
+    return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)
 
 
 def downstream_sensor(streams: list[Stream]) -> dg.AutomationConditionSensorDefinition:

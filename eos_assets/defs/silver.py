@@ -11,7 +11,7 @@ from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.derived.entity_state import update_entity_state
 from eos_assets.lib.derived.incremental import FromSilverOutcome, Outcome
-from eos_assets.lib.derived.silver_events import update_events
+from eos_assets.lib.derived.silver_events import EventsOutcome, update_events
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
@@ -49,8 +49,12 @@ def seconds(values: dict[str, float]) -> dg.MetadataValue:
     return dg.MetadataValue.json({k: round(v, 3) for k, v in values.items()})
 
 
+# What a table's metadata is logged through: an asset's step, or the loop of a continuous run.
+Context = dg.AssetExecutionContext | dg.OpExecutionContext
+
+
 def derived_metadata(
-    context: dg.AssetExecutionContext,
+    context: Context,
     outcome: Outcome,
     upstream: str,
     details: Mapping[str, Any],
@@ -68,11 +72,27 @@ def derived_metadata(
 
 
 def from_silver_metadata(
-    context: dg.AssetExecutionContext, outcome: FromSilverOutcome, details: Mapping[str, Any]
+    context: Context, outcome: FromSilverOutcome, details: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``derived_metadata`` of a table derived from silver/events: the events in come first."""
     details = {"events_in": outcome.events, **details}
     return derived_metadata(context, outcome, "silver", details)
+
+
+def events_metadata(context: Context, outcome: EventsOutcome) -> dict[str, Any]:
+    """The metadata of one update of silver/events."""
+    details = {
+        "bronze_rows_in": outcome.bronze_rows,
+        "malformed_excluded": outcome.malformed,
+        "duplicates_in_batch": outcome.duplicates_in_batch,
+        "duplicates_already_in_silver": outcome.duplicates_existing,
+        "rows_inserted": outcome.inserted,
+        "event_dates": dg.MetadataValue.json(outcome.dates),
+        "silver_files_read_for_dedup": outcome.existing_files_read,
+        "silver_rows_read_for_dedup": outcome.existing_rows_read,
+        "files_written": outcome.files_written,
+    }
+    return derived_metadata(context, outcome, "bronze", details)
 
 
 def events_asset(stream: Stream) -> dg.AssetsDefinition:
@@ -99,18 +119,7 @@ def events_asset(stream: Stream) -> dg.AssetsDefinition:
                 lake.storage_options,
             )
         )
-        details = {
-            "bronze_rows_in": outcome.bronze_rows,
-            "malformed_excluded": outcome.malformed,
-            "duplicates_in_batch": outcome.duplicates_in_batch,
-            "duplicates_already_in_silver": outcome.duplicates_existing,
-            "rows_inserted": outcome.inserted,
-            "event_dates": dg.MetadataValue.json(outcome.dates),
-            "silver_files_read_for_dedup": outcome.existing_files_read,
-            "silver_rows_read_for_dedup": outcome.existing_rows_read,
-            "files_written": outcome.files_written,
-        }
-        return dg.MaterializeResult(metadata=derived_metadata(context, outcome, "bronze", details))
+        return dg.MaterializeResult(metadata=events_metadata(context, outcome))
 
     return events
 

@@ -24,6 +24,7 @@ from eos_assets.stream_specs import contract, entity_spec, window_shape
 from eos_assets.streams import declaration
 
 BRONZE, SILVER, GOLD, SERVING, OUTBOUND = "bronze", "silver", "gold", "serving", "outbound"
+CONTINUOUS = "continuous"  # the declared mode of a stream whose KPI path runs in one loop
 # The kinds of a table Spark computes and commits to Delta.
 SPARK_DELTA = {"spark", "delta"}
 
@@ -59,6 +60,9 @@ class Stream:
     topic_pattern: str | None = None  # instead of ``topics``: every topic it matches
     # Where a partition never read starts: "earliest", "latest", or an ISO-8601 time.
     start: str = "earliest"
+    # "sensor": the lag sensor launches a run per backlog; "continuous": one long-lived run
+    # loops micro-batches along the path to the served KPIs (``defs/continuous.py``).
+    mode: str = "sensor"
 
     # The stream's tables and their layers: ``stream.events`` is ``<stream>/silver/events``.
     raw_events = _TableKey(BRONZE)
@@ -88,6 +92,7 @@ class Stream:
             WindowSpec(as_timedelta(model.windows.size), as_timedelta(model.windows.grace)),
             model.topic_pattern,
             model.start,
+            model.mode,
         )
 
     def key(self, layer: str, table: str) -> dg.AssetKey:
@@ -121,6 +126,11 @@ class Stream:
             )
             for key, description in descriptions.items()
         ]
+
+    @property
+    def continuous(self) -> bool:
+        """Whether one long-lived run loops the stream's path to its served KPIs."""
+        return self.mode == CONTINUOUS
 
     def named(self, what: str) -> str:
         """The name of one of the stream's sensors: ``<stream>_<what>``."""

@@ -1,0 +1,134 @@
+"""The continuous run of a stream declared ``mode: continuous``: one long-lived Dagster run
+that loops micro-batches along the path to the served KPIs.
+
+The run polls bronze's positions against Kafka's last stable offsets every ``poll_s``; as soon
+as committed records are pending (no threshold) it runs a batch (``continuous_batch.py``):
+bronze, its blocking check, silver/events, its blocking check, the revenue KPI tables and their
+DuckDB serving, each logged as a materialization or check evaluation of its asset. A blocking
+check that fails, or a step that fails, fails the run with its one line. The run ends by itself
+after ``max_seconds`` or ``max_batches``; the stream's keeper sensor (``continuous_sensor.py``)
+starts the next one.
+
+The run records its process (``eos/pid``, ``eos/host``), a heartbeat and the time of its last
+batch as run tags: the keeper sensor tells a dead run from a live one by them, and the lag
+sensor names a live run that stopped making batches as the cause of a stall.
+"""
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+
+from eos_assets.defs.continuous_batch import Batches, Event
+from eos_assets.defs.jobs import STREAM_TAG
+from eos_assets.defs.stream import Stream
+from eos_assets.lib.ingest.ingest import IngestOptions
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.spark import spark_session
+from eos_assets.resources.warehouse import WarehouseResource
+
+CONTINUOUS_JOB = "continuous_kpis"  # a stream's job is ``<stream>_continuous_kpis``
+# Run tags the loop keeps up to date.
+PID, HOST, HEARTBEAT, LAST_BATCH, BATCHES = (
+    "eos/pid",
+    "eos/host",
+    "eos/heartbeat",
+    "eos/last_batch",
+    "eos/batches",
+)
+HEARTBEAT_EVERY_S = 2.0
+
+
+class ContinuousConfig(dg.Config):
+    """How long a continuous run loops and how much one batch reads."""
+
+    poll_s: float = Field(
+        default=0.5, gt=0, description="Seconds between two looks at Kafka when idle."
+    )
+    max_offsets_per_batch: int = Field(
+        default=200_000, gt=0, description="Offsets one batch reads at most (all partitions)."
+    )
+    max_seconds: float = Field(
+        default=600.0, gt=0, description="The run ends after this long; the sensor starts "
+        "the next (logs and memory stay bounded, new code is picked up).",
+    )  # fmt: skip
+    max_batches: int = Field(default=2_000, gt=0, description="Or after this many batches.")
+    window_minutes: float = Field(
+        default=5.0, gt=0, description="Window size of gold/kpi_window, in minutes."
+    )
+    read_timeout_s: float = Field(
+        default=300.0, description="A range not read completely in this time fails the run."
+    )
+
+
+def continuous_job(stream: Stream) -> dg.JobDefinition:
+    """``<stream>_continuous_kpis``: the one op that loops the stream's batches."""
+
+    @dg.op(name=stream.named("kpi_batches"), tags={"kind": "spark"})
+    def kpi_batches(
+        context: dg.OpExecutionContext,
+        config: ContinuousConfig,
+        kafka: KafkaResource,
+        lake: LakeResource,
+        pyspark: LazyPySparkResource,
+        warehouse: WarehouseResource,
+    ) -> Iterator[Event | dg.Output[int]]:
+        """Loop micro-batches from Kafka to the served KPIs until the run's bound."""
+        began = time.monotonic()
+        _tag(context, {PID: str(os.getpid()), HOST: socket.gethostname()})
+        options = IngestOptions(
+            max_records=config.max_offsets_per_batch,
+            read_timeout_s=config.read_timeout_s,
+            group_id=kafka.consumer_group,
+            start=stream.start,
+            asset=stream.raw_events.to_user_string(),
+        )
+        batches = Batches(
+            context, stream, spark_session(pyspark), kafka, lake, warehouse, options,
+            timedelta(minutes=config.window_minutes),
+        )  # fmt: skip
+        done, beat = 0, 0.0
+        # The first pass brings the path up to bronze even with nothing pending: a run that
+        # died after a commit left the tables after it behind.
+        catch_up = True
+        while done < config.max_batches and time.monotonic() - began < config.max_seconds:
+            if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
+                beat = time.monotonic()
+                _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
+            ingested = batches.ingest()
+            if ingested.version is None and not catch_up:
+                time.sleep(config.poll_s)
+                continue
+            catch_up = False
+            took: dict[str, float] = {}
+            yield from batches.downstream(ingested, took)
+            done += 1
+            _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
+            context.log.info(
+                f"batch {done}: {ingested.records} records, seconds "
+                + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
+            )
+        context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
+        yield dg.Output(done, metadata={"batches": done})
+
+    @dg.job(
+        name=stream.named(CONTINUOUS_JOB),
+        tags={STREAM_TAG: stream.name},
+        description=f"One long-lived run that loops micro-batches of stream {stream.name} "
+        "from Kafka to its served KPIs (bronze, silver/events, the KPI tables, DuckDB), each "
+        "batch logged as materializations and blocking check evaluations.",
+    )
+    def continuous_kpis() -> None:
+        kpi_batches()
+
+    return continuous_kpis
+
+
+def _tag(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:
+    context.instance.add_run_tags(context.run_id, tags)

@@ -1,0 +1,231 @@
+"""One micro-batch of a continuous stream: the steps of the assets on its path to the served
+KPIs, each logged as the Dagster event its asset or check would have produced.
+
+Every step is the library call the asset itself makes (``ingest_bronze``, ``update_events``,
+``update_kpi_window``, ``update_kpi_daily``, ``serving.serve``) with the asset's own metadata
+(``defs/bronze.py``, ``defs/silver.py``, ``defs/order_kpis.py``), so each commit is today's:
+positions with the data, compare-and-set on the snapshot its plan read. The two blocking checks
+(``offsets_contiguous`` on bronze, ``event_id_unique`` on silver/events) are evaluated after
+their asset's commit and before anything reads it; one that fails stops the batch there.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import SparkSession
+
+from eos_assets.defs.bronze import ingest_metadata
+from eos_assets.defs.check_state import passed_metadata
+from eos_assets.defs.checks import OFFSETS_CONTIGUOUS, report_result
+from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, unique_ids
+from eos_assets.defs.order_kpis import (
+    OrderKpiKeys,
+    kpi_metadata,
+    served_tables,
+    serving_metadata,
+)
+from eos_assets.defs.silver import events_metadata, run_or_fail
+from eos_assets.defs.stream import Stream
+from eos_assets.lib.checks.contiguity import contiguity_of
+from eos_assets.lib.checks.increment import Checked
+from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.silver_events import update_events
+from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
+from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
+from eos_assets.lib.revenue.kpi_window import update_kpi_window
+from eos_assets.lib.serving import serving
+from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.lake import LakeResource
+from eos_assets.resources.warehouse import WarehouseResource
+
+# What a batch yields, as its asset or check would have.
+Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
+
+
+@dataclass
+class Batches:
+    """What the batches of one continuous run share: its context, session and resources, and
+    the snapshot each blocking check last proved (read from the instance once, then kept)."""
+
+    context: dg.OpExecutionContext
+    stream: Stream
+    spark: SparkSession
+    kafka: KafkaResource
+    lake: LakeResource
+    warehouse: WarehouseResource
+    options: IngestOptions
+    window: timedelta
+    proven: dict[dg.AssetCheckKey, Checked | None] = field(default_factory=dict)
+    failed: dg.AssetCheckEvaluation | None = None
+
+    def __post_init__(self) -> None:
+        for key in (self.contiguous, self.unique):
+            metadata = passed_metadata(self.context.instance, key)
+            self.proven[key] = Checked.from_metadata(metadata)
+
+    @property
+    def contiguous(self) -> dg.AssetCheckKey:
+        return dg.AssetCheckKey(self.stream.raw_events, OFFSETS_CONTIGUOUS)
+
+    @property
+    def unique(self) -> dg.AssetCheckKey:
+        return dg.AssetCheckKey(self.stream.events, EVENT_ID_UNIQUE)
+
+    def uri(self, key: dg.AssetKey) -> str:
+        return self.lake.table_uri(*key.path)
+
+    def ingest(self) -> IngestOutcome:
+        """Plan, read and commit the pending offsets (at most ``options.max_records``)."""
+        stream = self.stream
+        return run_or_fail(
+            lambda: ingest_bronze(
+                self.spark,
+                self.uri(stream.raw_events),
+                self.kafka.topics_for(stream.topics, stream.topic_pattern),
+                self.kafka.client_config(),
+                self.options,
+                self.lake.storage_options,
+                contract=stream.contract,
+            )
+        )
+
+    def downstream(self, ingested: IngestOutcome, took: dict[str, float]) -> Iterator[Event]:
+        """Bronze's commit (if any), then every table of the path brought up to bronze: the
+        event of each step as it is done; ``took`` gets each step's seconds.
+
+        Raises:
+            dg.Failure: a blocking check failed (its one line), or a step failed in one line.
+        """
+        stream, keys = self.stream, OrderKpiKeys.of(self.stream)
+        if ingested.version is not None:
+            took["ingest"] = ingested.seconds.get("total", 0.0)
+            yield self._materialized(
+                stream.raw_events,
+                ingest_metadata(self.context.log, stream, ingested, self.uri(stream.raw_events)),
+            )
+        yield self._timed(
+            took, "check_offsets", lambda: self._check(self.contiguous, self._contiguity)
+        )
+        self._stop_if_failed()
+        events = self._timed(
+            took,
+            "silver",
+            lambda: run_or_fail(
+                lambda: update_events(
+                    self.spark,
+                    stream.contract,
+                    self.uri(stream.raw_events),
+                    self.uri(stream.events),
+                    self.lake.storage_options,
+                )
+            ),
+        )
+        yield self._materialized(stream.events, events_metadata(self.context, events))
+        yield self._timed(
+            took, "check_event_ids", lambda: self._check(self.unique, self._unique_ids)
+        )
+        self._stop_if_failed()
+        window = self._timed(
+            took,
+            "kpi_window",
+            lambda: run_or_fail(
+                lambda: update_kpi_window(
+                    self.spark,
+                    self.uri(stream.events),
+                    self.uri(keys.kpi_window),
+                    self.window,
+                    self.lake.storage_options,
+                )
+            ),
+        )
+        yield self._materialized(keys.kpi_window, kpi_metadata(self.context, window))
+        daily = self._timed(
+            took,
+            "kpi_daily",
+            lambda: run_or_fail(
+                lambda: update_kpi_daily(
+                    self.spark,
+                    self.uri(stream.events),
+                    self.uri(keys.kpi_daily),
+                    self.uri(keys.kpi_daily_customers),
+                    self.lake.storage_options,
+                )
+            ),
+        )
+        yield self._materialized(keys.kpi_daily, kpi_metadata(self.context, daily))
+        yield self._materialized(
+            keys.kpi_daily_customers,
+            {"delta_version": daily.customers_version, "new_customer_days": daily.new_customers},
+        )
+        tables = served_tables(keys, self.lake)
+        served = self._timed(
+            took,
+            "serve",
+            lambda: run_or_fail(
+                lambda: serving.serve(self.warehouse.path, tables, self.lake.storage_options)
+            ),
+        )
+        yield self._materialized(
+            keys.serving_kpi, serving_metadata(self.context, served, self.warehouse.path)
+        )
+
+    def _contiguity(self, checked: Checked | None) -> Any:
+        dt = delta_io.load(self.uri(self.stream.raw_events), self.lake.storage_options)
+        return contiguity_of(dt, checked, self.lake.storage_options)
+
+    def _unique_ids(self, checked: Checked | None) -> Any:
+        dt = delta_io.load(self.uri(self.stream.events), self.lake.storage_options)
+        report = unique_ids(dt, checked, dict(self.lake.storage_options or {}))
+        report.counts.update(Checked.of(dt).metadata())
+        return report
+
+    def _check(
+        self, key: dg.AssetCheckKey, report: Callable[[Checked | None], Any]
+    ) -> dg.AssetCheckEvaluation:
+        """Evaluate a blocking check; a passing one becomes where the next evaluation starts."""
+        result = report_result(run_or_fail(lambda: report(self.proven.get(key))))
+        metadata = result.metadata or {}
+        evaluation = dg.AssetCheckEvaluation(
+            asset_key=key.asset_key,
+            check_name=key.name,
+            passed=result.passed,
+            metadata=metadata,  # type: ignore[arg-type]
+            severity=result.severity,
+            description=result.description,
+            blocking=True,
+        )
+        self.failed = None if result.passed else evaluation
+        if result.passed:
+            values = {k: getattr(v, "value", v) for k, v in metadata.items()}
+            self.proven[key] = Checked.from_metadata(values)
+        return evaluation
+
+    def _stop_if_failed(self) -> None:
+        """Stop the loop at a failed blocking check, before anything reads its asset.
+
+        Raises:
+            dg.Failure: the check's one line.
+        """
+        failed = self.failed
+        if failed is not None:
+            raise dg.Failure(
+                description=f"blocking check {failed.check_name} of "
+                f"{failed.asset_key.to_user_string()} failed, nothing after it was committed: "
+                f"{failed.description}"
+            )
+
+    @staticmethod
+    def _materialized(key: dg.AssetKey, metadata: dict[str, Any]) -> dg.AssetMaterialization:
+        return dg.AssetMaterialization(asset_key=key, metadata=metadata)
+
+    @staticmethod
+    def _timed(took: dict[str, float], name: str, step: Callable[[], Any]) -> Any:
+        began = time.monotonic()
+        try:
+            return step()
+        finally:
+            took[name] = round(time.monotonic() - began, 3)

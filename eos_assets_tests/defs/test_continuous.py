@@ -1,0 +1,116 @@
+"""A continuous stream's run through a real Dagster instance: micro-batches logged as
+materializations and blocking check evaluations, its bounded end, and the next run going on
+where the tables say; the tables on the KPI path equal the oracle's."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import SparkSession
+
+from eos_assets.declaration import read_declaration
+from eos_assets.defs.continuous import (
+    BATCHES,
+    CONTINUOUS_JOB,
+    HEARTBEAT,
+    LAST_BATCH,
+    PID,
+    continuous_job,
+)
+from eos_assets.defs.stream import Stream
+from eos_assets.streams import declaration
+from eos_assets_tests.support import graph
+from eos_assets_tests.support.continuous import assert_kpi_path, sent
+from eos_assets_tests.support.oracle import expected
+from eos_assets_tests.support.orders import (
+    EVENT_ID_UNIQUE_KEY,
+    EVENTS,
+    KPI_DAILY,
+    KPI_WINDOW,
+    OFFSETS_CONTIGUOUS_KEY,
+    RAW_EVENTS,
+    SERVING_KPI,
+)
+
+START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+WINDOW = GRACE = timedelta(minutes=1)
+MIX: dict[str, Any] = {
+    "duplicate_ratio": 0.05, "late_ratio": 0.05, "abort_ratio": 0.2, "malformed_ratio": 0.05,
+    "transaction_size": 100, "start_time": START, "partitions": 3,
+}  # fmt: skip
+JOB = f"orders_{CONTINUOUS_JOB}"
+
+
+def continuous_defs(res: dict[str, Any]) -> dg.Definitions:
+    """The shipped orders stream declared ``mode: continuous``, with real resources."""
+    model = read_declaration(declaration("orders")).model_copy(update={"mode": "continuous"})
+    job = continuous_job(Stream.of(model))
+    return dg.Definitions(jobs=[job], resources=res, executor=dg.in_process_executor)
+
+
+def run_config(**loop: Any) -> dict[str, Any]:
+    config = {"window_minutes": WINDOW.seconds / 60, "poll_s": 0.2, **loop}
+    return {"ops": {"orders_kpi_batches": {"config": config}}}
+
+
+def events_of(
+    instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
+) -> list[dg.EventLogEntry]:
+    return list(instance.all_logs(run_id, of_type=kind))
+
+
+def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
+    tmp_path: Path,
+) -> None:
+    topic = make_topic(partitions=3)
+    manifests = [sent(kafka_bootstrap, topic, 600, 7, tmp_path, **MIX)]
+    warehouse = tmp_path / "serving.duckdb"
+    defs = continuous_defs(graph.resources(kafka_bootstrap, topic, lake_root, warehouse))
+    job = defs.resolve_job_def(JOB)
+    with dg.instance_for_test() as instance:
+        # Bounded by batches: two of at most 450 offsets each (about 620 are pending).
+        first = job.execute_in_process(
+            run_config=run_config(max_offsets_per_batch=450, max_batches=2),
+            instance=instance,
+        )
+        assert first.success
+        assert first.output_for_node("orders_kpi_batches") == 2
+        run_id = first.run_id
+        done = events_of(instance, run_id, dg.DagsterEventType.ASSET_MATERIALIZATION)
+        keys = [e.asset_materialization.asset_key for e in done if e.asset_materialization]
+        for key in (RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, SERVING_KPI):
+            assert keys.count(key) == 2, (key, keys)
+        bronze = [
+            e.asset_materialization.metadata
+            for e in done
+            if e.asset_materialization and e.asset_materialization.asset_key == RAW_EVENTS
+        ]
+        versions = [int(m["delta_version"].value) for m in bronze]  # type: ignore[arg-type]
+        assert versions == sorted(versions) and len(set(versions)) == 2
+        assert all(m["ranges"].value for m in bronze)
+        checks = events_of(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        evaluations = [e.dagster_event.event_specific_data for e in checks if e.dagster_event]
+        named = [(v.asset_key, v.check_name, v.passed) for v in evaluations]  # type: ignore[union-attr]
+        for key in (OFFSETS_CONTIGUOUS_KEY, EVENT_ID_UNIQUE_KEY):
+            assert named.count((key.asset_key, key.name, True)) == 2, named
+        # The check's page keeps one execution per run: the run's latest evaluation.
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            OFFSETS_CONTIGUOUS_KEY, limit=10
+        )
+        assert [(h.run_id, h.status.value) for h in history] == [(run_id, "SUCCEEDED")]
+        tags = instance.get_run_by_id(run_id).tags  # type: ignore[union-attr]
+        assert tags[BATCHES] == "2" and tags[PID] and tags[HEARTBEAT] and tags[LAST_BATCH]
+        assert_kpi_path(lake_root, expected(manifests, WINDOW, GRACE), warehouse)
+
+        # Bounded by time: the next run takes what is pending, then idles until its end.
+        manifests.append(sent(kafka_bootstrap, topic, 100, 8, tmp_path, **MIX))
+        second = job.execute_in_process(run_config=run_config(max_seconds=4.0), instance=instance)
+        assert second.success
+        assert second.output_for_node("orders_kpi_batches") == 1
+        assert_kpi_path(lake_root, expected(manifests, WINDOW, GRACE), warehouse)
