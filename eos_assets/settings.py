@@ -8,6 +8,7 @@ from typing import Any
 
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import ConfigError
+from eos_assets.lib.lake_store import table_root
 from eos_assets.lib.revenue.alerts import AlertPolicy
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
@@ -79,7 +80,8 @@ class Settings:
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""
-        root = self.lake_root.rstrip("/")
+        # ``s3a://`` is an alias of ``s3://``, the scheme every engine reads (``lake_store``).
+        root = table_root(self.lake_root.rstrip("/"))
         if "://" not in root:
             root = str(Path(root).resolve())
         return "/".join([root, *key])
