@@ -11,6 +11,10 @@ STAMP := $(VENV)/.installed
 JARS := .jars
 JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
 	$(JARS)/spark-kafka/.installed $(JARS)/kafka-streams/.installed
+# A lake on S3: Spark's s3a (hadoop-aws and the AWS SDK bundle, 659 MB: 45 s from an empty
+# Maven cache on a loaded 2-core machine) and S3Proxy, the local S3 server of `eos-assets s3 up`
+# and of the tests (11 s).
+JAR_STAMPS += $(JARS)/s3/.installed $(JARS)/s3proxy/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
 .PHONY: install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres

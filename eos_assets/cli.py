@@ -1,5 +1,5 @@
 """The ``eos-assets`` command: the embedded broker, the local Spark server, the demo producer,
-the demo and the bench.
+the local S3 server, the demo and the bench.
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
 code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function. The
@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
-from eos_assets.devkit import broker
+from eos_assets.devkit import broker, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import EosError
 from eos_assets.settings import Settings
@@ -73,6 +73,20 @@ BROKER = LocalService(
 SPARK = LocalService("spark", _spark_up, _spark_down, _spark_where)
 
 
+def _s3_where(state_dir: Path) -> str | None:
+    info = s3server.server_status(state_dir)
+    return info and f"running at {info.endpoint} (pid {info.pid}, data {info.data_dir})"
+
+
+def _s3_exports(settings: Settings, port: int) -> str:
+    """``export`` lines of the variables that put the lake on the local S3 server."""
+    info = s3server.up(Path(settings.state_dir), port=port)
+    return "\n".join(f"export {name}={value}" for name, value in info.env().items())
+
+
+S3 = LocalService("s3", _s3_exports, s3server.down, _s3_where)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = build_parser().parse_args(argv)
@@ -109,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
         "the local Spark Connect server that runs use with EOS_SPARK_CONNECT=local",
         ("start it (or find it running) and print its URL", "port (default: the previous or any)"),
         "stop it",
+    )
+
+    _service_parser(
+        commands,
+        S3,
+        "a local S3 server (S3Proxy) for a lake on object storage",
+        (
+            "start it (or find it running) and print the variables of a lake on it "
+            '(eval "$(eos-assets s3 up)")',
+            "port (default: any free one)",
+        ),
+        "stop it (its data is kept)",
     )
 
     prod = commands.add_parser(

@@ -81,7 +81,11 @@ class Settings:
 
     def table_uri(self, *key: str) -> str:
         """Return the location of the Delta table of asset key ``key`` under the lake root."""
-        root = self.lake_root.rstrip("/")
+        # ``s3a://`` is an alias of ``s3://``, the scheme every engine reads (``lake_store``,
+        # imported here: it brings Delta and Arrow, which most commands skip).
+        from eos_assets.lib.lake_store import table_root
+
+        root = table_root(self.lake_root.rstrip("/"))
         if "://" not in root:
             root = str(Path(root).resolve())
         return "/".join([root, *key])

@@ -31,7 +31,7 @@ _quiet.propagate = False
 # Fixtures that start or reach a real service: a test using one (directly or through another
 # fixture) is marked ``services``, and ``make test-fast`` leaves it out.
 SERVICE_FIXTURES = frozenset(
-    {"kafka_bootstrap", "spark", "spark_server", "dagster_dev", "chromium", "postgres"}
+    {"kafka_bootstrap", "spark", "spark_server", "dagster_dev", "chromium", "postgres", "s3_server"}
 )
 # Modules whose tests start a broker, a JVM or a Spark server of their own, without a fixture.
 SERVICE_MODULES = frozenset(

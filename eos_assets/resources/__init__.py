@@ -1,7 +1,10 @@
 """Dagster resources, built from the settings contract."""
 
+import os
+
 import dagster as dg
 
+from eos_assets.lib import lake_store
 from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
@@ -25,7 +28,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             agg_out_topic=settings.agg_out_topic,
         ),
         "alerts": AlertsResource(url=settings.alert_url),
-        "lake": LakeResource(root=settings.lake_root),
+        # Only what is not secret: delta-rs reads the lake's credentials from the environment.
+        "lake": LakeResource(
+            root=settings.lake_root,
+            storage_options=lake_store.storage_options(settings.lake_root, os.environ),
+        ),
         "pyspark": spark_resource(settings),
         "warehouse": WarehouseResource(path=settings.warehouse),
     }

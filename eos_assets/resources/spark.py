@@ -74,7 +74,9 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
         # Every other setting is the server's: Delta, UTC, Arrow and cores are set there.
         return LazyPySparkResource(spark_config={REMOTE: settings.spark_connect})
     try:
-        return LazyPySparkResource(spark_config=spark_config(settings.spark_master))
+        return LazyPySparkResource(
+            spark_config=spark_config(settings.spark_master, lake_root=settings.lake_root)
+        )
     except ConfigError as exc:
         return MissingPartsResource(spark_config={}, problem=str(exc))
 

@@ -66,10 +66,14 @@ def start_ingest(
     pause_dir: Path | None = None,
     max_records: int | None = None,
     read_timeout: float = 60.0,
+    remote: str | None = None,
 ) -> Run:
-    """Start ``ingest_once`` in a process group of its own (its Spark JVM included)."""
+    """Start ``ingest_once`` in a process group of its own (its Spark JVM included, or a
+    session of the Spark Connect server at ``remote``)."""
     cmd = [sys.executable, "-m", RUNNER, "--bootstrap", bootstrap, "--topic", topic]
     cmd += ["--table", table, "--read-timeout", str(read_timeout)]
+    if remote is not None:
+        cmd += ["--remote", remote]
     if max_records is not None:
         cmd += ["--max-records", str(max_records)]
     proc = subprocess.Popen(

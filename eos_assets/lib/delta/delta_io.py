@@ -24,10 +24,12 @@ delta-rs skips files whose statistics rule the range out.
 # pyright: reportAttributeAccessIssue=false
 # (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
 
+import contextlib
 import json
+import os
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -44,7 +46,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from eos_assets.lib.errors import EosError
+from eos_assets.lib import lake_store
+from eos_assets.lib.errors import ConfigError, EosError
 
 __all__ = [
     "MERGED_FILE_SIZE",
@@ -90,6 +93,7 @@ def ensure_table(
     except TableNotFoundError:
         pass
     try:
+        lake_store.require_conditional_put(uri, storage_options)
         return DeltaTable.create(
             uri,
             schema,
@@ -99,6 +103,8 @@ def ensure_table(
             storage_options=dict(storage_options or {}),
         )
     except (OSError, DeltaError) as exc:
+        if explained := lake_store.explain(exc, uri, os.environ):
+            raise EosError(explained) from exc
         raise EosError(
             f"cannot create the Delta table at {uri} ({_cause(exc)}): make "
             "EOS_LAKE_ROOT a writable location"
@@ -122,13 +128,40 @@ def merged_table_config() -> dict[str, str]:
 
 
 def load(uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable:
-    """Open the latest snapshot of the table at ``uri``."""
-    return DeltaTable(uri, storage_options=dict(storage_options or {}))
+    """Open the latest snapshot of the table at ``uri``.
+
+    Raises:
+        TableNotFoundError: no table lives there.
+        EosError: the lake's object store cannot be used (one line naming what to set).
+    """
+    with _store_errors(uri):
+        return DeltaTable(uri, storage_options=dict(storage_options or {}))
 
 
 def exists(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
-    """True when a Delta table lives at ``uri``."""
-    return DeltaTable.is_deltatable(uri, storage_options=dict(storage_options or {}))
+    """True when a Delta table lives at ``uri``.
+
+    Raises:
+        EosError: the lake's object store cannot be used (one line naming what to set).
+    """
+    with _store_errors(uri):
+        return DeltaTable.is_deltatable(uri, storage_options=dict(storage_options or {}))
+
+
+@contextlib.contextmanager
+def _store_errors(uri: str) -> Iterator[None]:
+    """Turn an error of the lake's object store into its one line (``lake_store``)."""
+    if problem := lake_store.problem(uri, os.environ):
+        raise ConfigError(problem)
+    try:
+        yield
+    except TableNotFoundError:
+        raise
+    except (OSError, DeltaError) as exc:
+        explained = lake_store.explain(exc, uri, os.environ)
+        if explained is None:
+            raise
+        raise EosError(explained) from None
 
 
 def positions(dt: DeltaTable, app_ids: Iterable[str]) -> dict[str, int | None]:
