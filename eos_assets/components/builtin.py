@@ -30,6 +30,7 @@ from eos_assets.defs import (
     checks,
     derived_checks,
     gold,
+    jobs,
     order_alerts,
     order_kpis,
     outbound,
@@ -120,7 +121,7 @@ def build(model: StreamModel) -> StreamParts:
 
 
 def definitions(model: StreamModel) -> dg.Definitions:
-    """The stream's assets, checks and lag sensor.
+    """The stream's assets, checks, job ``<stream>__ingest_and_refresh`` and lag sensor.
 
     The jobs, schedules and the automation sensor cover every stream and are built once
     (``eos_assets/definitions.py``).
@@ -136,6 +137,7 @@ def definitions(model: StreamModel) -> dg.Definitions:
         asset_checks=parts.checks,
         sensors=[parts.lag_sensor],
         schedules=parts.schedules,
+        jobs=[jobs.stream_job(parts.stream)],
     )
 
 
