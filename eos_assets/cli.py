@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
+from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import EosError
@@ -185,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
+    run = commands.add_parser(
+        "run",
+        help="run one declared stream's graph by name (its job <stream>__ingest_and_refresh)",
+    )
+    run.add_argument("--stream", required=True, help="a stream declared in eos_assets/streams")
+    run.set_defaults(handler=cmd_run)
+
     bench = commands.add_parser(
         "bench", help="measure speed against this machine's own ceiling (see BENCHMARKS.md)"
     )
@@ -220,11 +228,19 @@ def _service_parser(
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
-    from eos_assets.demo import DemoOptions, run_demo
+    from eos_assets.demo import run_demo
 
     given = {"count": args.count, "partitions": args.partitions, "stream": args.stream}
     options = DemoOptions(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
     print(run_demo(options))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one declared stream's job in this process and print what it materialized."""
+    from eos_assets.run_stream import run_stream
+
+    print(run_stream(args.stream))
     return 0
 
 

@@ -6,8 +6,7 @@ A failure the user can fix while they load (a wrong declaration, a wrong setting
 as a ``LoadError``: the UI's error of the code location is its one line, without a stack trace.
 """
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -33,17 +32,11 @@ class LoadError(EosError, DagsterUserCodeProcessError):
         self.kind = kind
 
 
-@contextmanager
-def _one_line() -> Iterator[None]:
-    """Raise a failure the user can fix (an ``EosError``) as a ``LoadError``."""
-    try:
-        yield
-    except EosError as exc:
-        raise LoadError(str(exc), type(exc).__name__) from exc
-
-
+# A command line that imports this module (`dagster`, `dg`) prints the traceback of what it
+# raises: raised ``from None``, that traceback is the importer's frames and this module's one
+# line, ended by the product's line, with neither the stack nor the line of its cause.
 # Importing the assets reads the shipped declaration already.
-with _one_line():
+try:
     import eos_assets.streams
     from eos_assets.components import builtin
     from eos_assets.components.event_stream import load_streams
@@ -52,6 +45,8 @@ with _one_line():
     from eos_assets.defs.stream import Stream
     from eos_assets.resources import build_resources
     from eos_assets.settings import Settings
+except EosError as exc:
+    raise LoadError(str(exc), type(exc).__name__) from None
 
 
 def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Definitions:
@@ -83,5 +78,7 @@ def _definitions() -> tuple[dg.Definitions, list[StreamModel]]:
     return dg.Definitions.merge(declared, build_shared(streams, Settings.from_env())), streams
 
 
-with _one_line():
+try:
     defs, streams = _definitions()
+except EosError as exc:
+    raise LoadError(str(exc), type(exc).__name__) from None

@@ -4,7 +4,6 @@ import base64
 import json
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,8 +13,10 @@ from eos_assets import examples, streams
 from eos_assets.components import builtin
 from eos_assets.declaration import StreamModel, read_declaration
 from eos_assets.defs.stream import Stream
+from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
+from eos_assets.instance import ensure_instance_config
 from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.settings import Settings
@@ -23,16 +24,6 @@ from eos_assets.settings import Settings
 # How many of the epoch units make a second, by event-time format (ISO strings: none).
 _EPOCH_UNITS = {"epoch_millis": 1000, "epoch_seconds": 1}
 _SHOWN = 8  # rows of each declared KPI table printed
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    """Size and shape of the demo stream."""
-
-    count: int = 20_000
-    partitions: int = 6
-    seed: int | None = None
-    stream: str = "orders"  # a declared stream, or an example (eos_assets/examples)
 
 
 def run_demo(options: DemoOptions) -> str:
@@ -73,6 +64,7 @@ def run_demo(options: DemoOptions) -> str:
     _save_clock(clock, manifest, model)
     produce_s = time.monotonic() - began
 
+    ensure_instance_config()
     instance = dg.DagsterInstance.get()
     job = defs.resolve_job_def(f"demo_{stream.name}")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

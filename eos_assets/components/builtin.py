@@ -32,6 +32,7 @@ from eos_assets.defs import (
     continuous_sensor,
     derived_checks,
     gold,
+    jobs,
     order_alerts,
     order_kpis,
     outbound,
@@ -122,7 +123,7 @@ def build(model: StreamModel) -> StreamParts:
 
 
 def definitions(model: StreamModel) -> dg.Definitions:
-    """The stream's assets, checks and lag sensor.
+    """The stream's assets, checks, job ``<stream>__ingest_and_refresh`` and lag sensor.
 
     The jobs, schedules and the automation sensor cover every stream and are built once
     (``eos_assets/definitions.py``).
@@ -137,16 +138,20 @@ def definitions(model: StreamModel) -> dg.Definitions:
         ),
         parts.downstream,
     )
-    jobs, sensors = [], [parts.lag_sensor]
+    stream_jobs: list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition] = [
+        jobs.stream_job(parts.stream)
+    ]
+    sensors = [parts.lag_sensor]
     if parts.stream.continuous:
         job = continuous.continuous_job(parts.stream)
-        jobs, sensors = [job], [*sensors, continuous_sensor.keeper_sensor(parts.stream, job)]
+        stream_jobs.append(job)
+        sensors.append(continuous_sensor.keeper_sensor(parts.stream, job))
     return dg.Definitions(
         assets=[parts.raw_events, *follow],
         asset_checks=parts.checks,
         sensors=sensors,
         schedules=parts.schedules,
-        jobs=jobs,
+        jobs=stream_jobs,
     )
 
 

@@ -5,12 +5,14 @@ that no two streams share a name or a topic) and fails with one line naming the 
 and the fix. ``builtin.py`` says what a stream gets (DESIGN.md, "Declared streams").
 """
 
+import warnings
 from pathlib import Path
 from types import ModuleType
 
 import dagster as dg
 
 from eos_assets.components import builtin
+from eos_assets.components.scaffold import EventStreamScaffolder
 from eos_assets.declaration import (
     DECLARATION,
     TYPE,
@@ -24,10 +26,25 @@ from eos_assets.declaration import (
 )
 from eos_assets.defs.stream import CONTINUOUS
 
+# What Dagster's component loader warns about on every load (the loader, the code references
+# it adds to each asset, the scaffolders it looks up, the owners of sensors, the checks of a
+# repository) is Dagster's own use of its beta and preview parts, which no declaration can
+# change: those warnings, and only those (by category and by the module that issues them), are
+# left out wherever this component is imported: the definitions, `dagster`, `dg`, the code
+# servers.
+_LOADER_MODULES = (
+    r"dagster\.(components|_core\.definitions\."
+    r"(module_loaders|sensor_definition|repository_definition))\b"
+)
+for _category in (dg.BetaWarning, dg.PreviewWarning):
+    warnings.filterwarnings("ignore", category=_category, module=_LOADER_MODULES)
+
+
 # The declarations of the definitions being loaded, by file: what check_together compares.
 _LOADED: dict[str, StreamModel] = {}
 
 
+@dg.scaffold_with(EventStreamScaffolder)
 class EventStream(dg.Component, StreamModel):
     """An event stream from Kafka topics into Delta tables and DuckDB KPIs, exactly once.
 

@@ -1,14 +1,17 @@
 """Bronze layer: every committed Kafka record, once per (topic, partition, offset)."""
 
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
+from confluent_kafka.admin import AdminClient
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from eos_assets.defs.stream import BRONZE, Stream
-from eos_assets.lib.errors import EosError
+from eos_assets.lib.errors import BrokerError, EosError, TopicMissingError
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
+from eos_assets.lib.kafka.kafka_admin import quiet_logger, topic_metadata
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
@@ -47,6 +50,8 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         group_name=stream.group(BRONZE),
         kinds={"kafka", "spark", "delta"},
         pool=INGEST_POOL,
+        # Skipped, with what follows it in the run, while none of its topics exists yet.
+        output_required=False,
     )
     def raw_events(
         context: dg.AssetExecutionContext,
@@ -54,14 +59,15 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         kafka: KafkaResource,
         lake: LakeResource,
         pyspark: LazyPySparkResource,
-    ) -> dg.MaterializeResult:
+    ) -> Iterator[dg.MaterializeResult]:
         """Every committed record of the stream's topics, exactly once, malformed ones flagged.
 
         Positions live in the Delta table's own ``txn`` actions (one per topic-partition); each
         run reads ``[position, last stable offset)`` with read_committed in Spark tasks and
         commits all rows and the new positions in one Delta commit. Kafka group commits are
         advisory only. Offsets Kafka deleted before they were read stop the run unless
-        ``accept_data_loss``.
+        ``accept_data_loss``. While none of the stream's topics exists yet (a new stream, no
+        producer yet) the asset and what follows it in the run are skipped, with one line.
         """
         table_uri = lake.table_uri(*stream.raw_events.path)
         options = IngestOptions(
@@ -72,20 +78,36 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
             start=stream.start,
             asset=stream.raw_events.to_user_string(),
         )
+        client_config = kafka.client_config()
+        topics: list[str] = []
         try:
-            client_config = kafka.client_config()
+            topics = kafka.topics_for(stream.topics, stream.topic_pattern)
+            if not topics:
+                context.log.warning(
+                    f"{stream.name}: skipped: no topic matches topic_pattern "
+                    f"{stream.topic_pattern!r} yet"
+                )
+                return
             outcome = ingest_bronze(
                 spark_session(pyspark),
                 table_uri,
-                kafka.topics_for(stream.topics, stream.topic_pattern),
+                topics,
                 client_config,
                 options,
                 lake.storage_options,
                 contract=stream.contract,
             )
+        except TopicMissingError as exc:
+            if _none_exists(topics, client_config):
+                context.log.warning(
+                    f"{stream.name}: skipped: {exc.topic!r} does not exist on {exc.bootstrap} yet "
+                    "(the stream's first producer creates it)"
+                )
+                return
+            raise dg.Failure(description=str(exc)) from exc
         except EosError as exc:
             raise dg.Failure(description=str(exc)) from exc
-        return dg.MaterializeResult(
+        yield dg.MaterializeResult(
             metadata=ingest_metadata(context.log, stream, outcome, table_uri)
         )
 
@@ -126,3 +148,14 @@ def ingest_metadata(
         "seconds": dg.MetadataValue.json({k: round(v, 3) for k, v in outcome.seconds.items()}),
         "table_uri": table_uri,
     }
+
+
+def _none_exists(topics: Sequence[str], client_config: Mapping[str, str]) -> bool:
+    """Whether none of ``topics`` exists on the broker (False when it does not answer)."""
+    bootstrap = client_config.get("bootstrap.servers", "")
+    admin = AdminClient(dict(client_config), logger=quiet_logger(__name__))
+    try:
+        metadata = topic_metadata(admin, bootstrap, 10.0)
+    except BrokerError:
+        return False
+    return not any(topic in metadata.topics for topic in topics)

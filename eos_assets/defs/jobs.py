@@ -28,6 +28,23 @@ def stream_selection(stream: Stream) -> dg.AssetSelection:
     )
 
 
+def stream_job_name(stream: Stream) -> str:
+    """The name of the job that runs one stream's graph: ``<stream>__ingest_and_refresh``."""
+    return f"{stream.name}__{STREAM_JOB}"
+
+
+def stream_job(stream: Stream):  # dagster does not export the type of the job
+    """``<stream>__ingest_and_refresh``: one stream's ingest and everything downstream."""
+    return dg.define_asset_job(
+        stream_job_name(stream),
+        selection=stream_selection(stream),
+        tags={STREAM_TAG: stream.name},
+        description=f"Ingest every new committed record of the stream {stream.name} into its "
+        "bronze, exactly once, then bring its silver, gold, serving and outbound tables up to "
+        "it in the same run (the other streams are left alone).",
+    )
+
+
 def build_jobs(streams: Sequence[Stream], tables: Sequence[dg.AssetKey]) -> list:
     """Every job, over the assets of ``streams``; maintenance over the Delta ``tables``."""
     bronze = dg.AssetSelection.assets(*(s.raw_events for s in streams))

@@ -11,6 +11,7 @@ one stream's code without loading the definitions use it).
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import dagster as dg
@@ -137,4 +138,14 @@ class Stream:
         return f"{self.name}_{what}"
 
 
-ORDERS = Stream.of(read_declaration(declaration("orders")))
+@cache
+def _orders() -> Stream:
+    return Stream.of(read_declaration(declaration("orders")))
+
+
+def __getattr__(name: str) -> Stream:
+    """``ORDERS``, read from its declaration when first asked for, not when this module is
+    imported: a wrong declaration then fails where the definitions load, as one line."""
+    if name == "ORDERS":
+        return _orders()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,8 @@ class TopicMissingError(BrokerError):
     def __init__(self, topic: str, bootstrap: str) -> None:
         super().__init__(
             f"topic {topic!r} does not exist on {bootstrap}: create it "
-            "(`eos-assets produce` does) or fix EOS_TOPICS"
+            "(`eos-assets produce` does) or fix the stream's topics (its defs.yaml, or "
+            "EOS_TOPICS when set)"
         )
         self.topic = topic
         self.bootstrap = bootstrap

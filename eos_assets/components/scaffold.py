@@ -1,0 +1,72 @@
+"""``dg scaffold defs eos_assets.components.EventStream <stream>``: a declaration to start from.
+
+The skeleton has a topic, an id field, a time field, one payload field, one window and one KPI,
+each with a comment saying what it is; it loads as it is (its topic need not exist yet), so a
+new stream starts from a file that works and changes one field at a time.
+"""
+
+import re
+
+import dagster as dg
+
+from eos_assets.declaration import DECLARATION, NAME
+
+SKELETON = """\
+# The stream {name}: Kafka events into Delta tables and DuckDB KPIs, exactly once.
+# Written by `dg scaffold defs`; it loads as it is. Change each field to your events' shape
+# (README, "Declared streams" and "Add a stream"), then `dg check defs` checks it and
+# `eos-assets run --stream {name}` runs it.
+type: eos_assets.components.EventStream
+
+attributes:
+  # Lower case, digits and _: it prefixes the stream's tables, assets, checks and jobs.
+  name: {name}
+  # The topics read (or topic_pattern: a regular expression over topic names, not both).
+  topics: [{name}]
+  # The JSON field holding each event's unique id: events are deduplicated by it.
+  event_id:
+    field: event_id
+  # The JSON field holding the event time: iso8601, epoch_millis or epoch_seconds.
+  event_time:
+    field: event_time
+    format: iso8601
+  # The JSON fields kept as columns: string, long, double, boolean or timestamp. A record
+  # without a valid required field is malformed (kept in bronze with the reason).
+  payload:
+    kind:
+      type: string
+      required: true
+  # Event-time tumbling windows; events up to `grace` after a window ends still count.
+  windows:
+    size: 5m
+    grace: 10m
+    dimensions: [kind]
+    measures:
+      events: {{agg: count}}
+  # KPI tables: DuckDB SQL over window_aggregates (and entity_state, once an entity is
+  # declared), with the window columns (window_start, window_end, is_final, ...).
+  kpis:
+    events_per_hour:
+      sql: >-
+        SELECT date_trunc('hour', window_start) AS hour, kind, sum(events) AS events
+        FROM window_aggregates
+        GROUP BY ALL
+  # The KPI tables served in DuckDB, as {name}.<kpi>.
+  serve: [events_per_hour]
+"""
+
+
+def stream_name(folder: str) -> str:
+    """The stream name a folder gives: lower case, other characters as ``_``."""
+    name = re.sub(r"[^a-z0-9_]", "_", folder.lower()).lstrip("_0123456789") or "events"
+    return name if NAME.match(name) else name[:48]
+
+
+class EventStreamScaffolder(dg.Scaffolder):
+    """Writes ``<path>/defs.yaml``: a commented declaration that loads as it is."""
+
+    def scaffold(self, request: dg.ScaffoldRequest) -> None:
+        """Write the skeleton, named after the target folder."""
+        request.target_path.mkdir(parents=True, exist_ok=True)
+        target = request.target_path / DECLARATION
+        target.write_text(SKELETON.format(name=stream_name(request.target_path.name)))

@@ -1,0 +1,52 @@
+"""`eos-assets run --stream <name>`: one declared stream's graph, by name, through Dagster.
+
+It runs the stream's job ``<stream>__ingest_and_refresh`` (its ingest, then silver, gold,
+serving and outbound in the same run) on the Dagster instance of ``DAGSTER_HOME``, so the run
+shows up in ``make ui``, and prints one line per asset it materialized.
+"""
+
+import dagster as dg
+
+from eos_assets.instance import ensure_instance_config
+from eos_assets.lib.errors import ConfigError, EosError
+
+
+def run_stream(name: str) -> str:
+    """Run the job of the declared stream ``name`` and return its summary, one line per asset.
+
+    Raises:
+        ConfigError: no stream of that name is declared.
+        EosError: the run failed (its first failure's line).
+    """
+    from eos_assets.definitions import defs, streams
+
+    declared = sorted(model.name for model in streams)
+    if name not in declared:
+        raise ConfigError(
+            f"no stream {name!r} is declared: name one of {', '.join(declared)} "
+            f"or declare it in eos_assets/streams/{name}/defs.yaml"
+        )
+    ensure_instance_config()
+    job = defs.resolve_job_def(f"{name}__ingest_and_refresh")
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    result = job.execute_in_process(
+        run_config=quiet, instance=dg.DagsterInstance.get(), raise_on_error=False
+    )
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_failure), None)
+        message = failure.message if failure is not None else "see the run in `make ui`"
+        raise EosError(f"the run {result.run_id} of stream {name} failed: {message}")
+    materialized = result.get_asset_materialization_events()
+    lines = [f"stream {name}: run {result.run_id} succeeded, {len(materialized)} assets"]
+    for event in materialized:
+        mat = event.step_materialization_data.materialization
+        meta = {k: v.value for k, v in mat.metadata.items()}
+        shown = ", ".join(
+            f"{k} {meta[k]}"
+            for k in ("records", "malformed", "rows_inserted", "windows_recomputed", "rows")
+            if k in meta
+        )
+        lines.append(f"  {mat.asset_key.to_user_string()}" + (f": {shown}" if shown else ""))
+    if not materialized:
+        lines.append("  nothing materialized: its topics do not exist yet (see the run's log)")
+    return "\n".join(lines)
