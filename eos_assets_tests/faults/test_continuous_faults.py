@@ -1,0 +1,130 @@
+"""Faults of a continuous run, against the oracle: the run SIGKILLed mid-batch (before bronze's
+commit, after it, while silver/events writes its files), then
+replaced; two continuous runs started at once by hand.
+
+Every run is the product's continuous job (``continuous_defs.py``: the shipped orders stream
+declared ``mode: continuous``) executed by ``dagster job execute`` in a process of its own,
+over the module's Spark Connect server, with the product's local instance. After a kill the
+instance still holds the run as STARTED: the keeper's ``live_runs`` must see it dead and mark
+it failed, and the replacing run must go on where the tables say.
+"""
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from eos_assets.defs.continuous_sensor import live_runs
+from eos_assets.defs.stream import ORDERS
+from eos_assets.lib import faults
+from eos_assets.lib.derived import silver_events
+from eos_assets_tests.faults import test_spark_server_faults as on_server
+from eos_assets_tests.faults.harness import STARTED, Ledger
+from eos_assets_tests.faults.oracle import judge, overlaps
+from eos_assets_tests.faults.test_spark_server_faults import (
+    DAGSTER,
+    GRACE,
+    MIX,
+    REPO,
+    WINDOW,
+    DagsterRun,
+    Deployment,
+    finish,
+    outcomes,
+)
+from eos_assets_tests.support.continuous import assert_kpi_path
+from eos_assets_tests.support.oracle import expected
+
+# The fixtures of the runs over the Spark server: this module gets its own server.
+server = on_server.server
+deployment = on_server.deployment
+JOB = "orders_continuous_kpis"
+MODULE = "eos_assets_tests.faults.continuous_defs"
+
+
+def start(d: Deployment, loop: dict[str, Any], **fault: str) -> DagsterRun:
+    """Start one continuous run with ``loop`` as its config; ``fault`` arms a crash point."""
+    config = {"window_minutes": WINDOW.seconds / 60, "poll_s": 0.2, **loop}
+    path = d.logs.parent / f"continuous-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps({"ops": {"orders_kpi_batches": {"config": config}}}))
+    env = dict(d.env)
+    if "crash_at" in fault:
+        env[faults.CRASH_ENV] = fault["crash_at"]
+    log = d.logs / f"run-{len(list(d.logs.iterdir()))}.log"
+    command = [DAGSTER, "job", "execute", "-m", MODULE, "-j", JOB, "-c", str(path)]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+    run = DagsterRun(proc, log=log)
+    STARTED.append(run)
+    return run
+
+
+def assert_exact(d: Deployment, manifest: list[dict[str, Any]]) -> tuple[int, int]:
+    """Bronze holds the manifest's committed records once; silver, the KPIs and DuckDB are
+    the oracle's. Return bronze's (lost, doubled)."""
+    bronze = f"{d.lake}/orders/bronze/raw_events"
+    verdict = judge(bronze, manifest)
+    assert verdict.exact, f"bronze: {verdict}"
+    assert not overlaps(bronze), overlaps(bronze)
+    assert_kpi_path(d.lake, expected([manifest], WINDOW, GRACE), d.warehouse)
+    return verdict.lost, verdict.doubled
+
+
+@pytest.mark.parametrize(
+    "point",
+    [faults.BEFORE_COMMIT, faults.AFTER_COMMIT, silver_events.AFTER_FILES],
+)
+def test_a_continuous_run_killed_mid_batch_is_replaced_and_the_tables_are_exact(
+    deployment: tuple[Deployment, str], produced: Callable, ledger: Ledger, point: str
+) -> None:
+    d, topic = deployment
+    _, manifest = produced(topic, count=900, seed=61, **MIX)
+    killed = finish(start(d, {"max_batches": 5}, crash_at=point))
+    assert killed.killed, f"the run did not die at {point}: {killed.tail()}"
+    with dg.DagsterInstance.from_config(str(d.home)) as instance:
+        (held,) = instance.get_runs()
+        assert held.status == dg.DagsterRunStatus.STARTED  # nobody reported its end
+        assert live_runs(instance, ORDERS, time.time(), None) == []  # the keeper sees it dead
+        dead = instance.get_run_by_id(held.run_id)
+        assert dead is not None and dead.status == dg.DagsterRunStatus.FAILURE
+
+    replaced = finish(start(d, {"max_batches": 1}))
+    assert replaced.returncode == 0, replaced.tail()
+    lost, doubled = assert_exact(d, manifest)
+    ledger.record(
+        f"continuous run killed at {point}", 1, lost, doubled,
+        "replaced; silver, KPIs, DuckDB match the oracle",
+    )  # fmt: skip
+
+
+def test_two_continuous_runs_started_at_once_leave_exact_tables(
+    deployment: tuple[Deployment, str], produced: Callable, ledger: Ledger
+) -> None:
+    """Both loop over the same pending records at once; each ends by itself or fails in one
+    line, and after them (and one more batch) every table is exact."""
+    d, topic = deployment
+    _, manifest = produced(topic, count=900, seed=62, **MIX)
+    loop = {"max_offsets_per_batch": 300, "max_seconds": 12.0}
+    runs = [start(d, loop), start(d, loop)]
+    for run in runs:
+        finish(run)
+    first, second = outcomes(d.home)
+    assert first.started < second.ended and second.started < first.ended, "the runs overlapped"
+    for run, outcome in zip(runs, (first, second), strict=True):
+        assert outcome.status == dg.DagsterRunStatus.SUCCESS or outcome.one_line_failures, (
+            f"{outcome.failures}\n{run.tail()}"
+        )
+    ok = [o.status == dg.DagsterRunStatus.SUCCESS for o in (first, second)]
+    last = finish(start(d, {"max_batches": 1}))
+    assert last.returncode == 0, last.tail()
+    lost, doubled = assert_exact(d, manifest)
+    ledger.record(
+        "2 continuous runs at once", 1, lost, doubled, f"{sum(ok)} of 2 ended by themselves"
+    )
