@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo_options import DemoOptions
-from eos_assets.devkit import broker, s3server
+from eos_assets.devkit import broker, cluster, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import EosError
 from eos_assets.settings import Settings
@@ -65,10 +65,15 @@ def _spark_where(state_dir: Path) -> str | None:
     return info and f"running at {info.url} (pid {info.pid}, log {info.log})"
 
 
+def _broker_down(state_dir: Path) -> bool:
+    # A cluster first: its record names every node, the one-node record only the first.
+    return cluster.down(state_dir) or broker.down(state_dir)
+
+
 BROKER = LocalService(
     "broker",
     lambda settings, port: broker.up(Path(settings.state_dir), port=port).bootstrap,
-    broker.down,
+    _broker_down,
     _broker_where,
 )
 SPARK = LocalService("spark", _spark_up, _spark_down, _spark_where)
@@ -108,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    _service_parser(
+    broker_up = _service_parser(
         commands,
         BROKER,
         "the embedded Kafka broker for the demo and tests",
@@ -117,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
             "Kafka port (default: any free one)",
         ),
         "stop it (its data is kept)",
+    )
+    broker_up.add_argument(
+        "--nodes",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="3: a replicated cluster (RF 3, min ISR 2, no unclean election) on 127.0.0.1",
     )
     _service_parser(
         commands,
@@ -212,8 +224,9 @@ def _service_parser(
     about: str,
     up: tuple[str, str],
     down: str,
-) -> None:
-    """``eos-assets <service> up|down|status``; ``up`` is its help and its port's."""
+) -> argparse.ArgumentParser:
+    """``eos-assets <service> up|down|status``; ``up`` is its help and its port's. Returns
+    the parser of ``up``."""
     actions = commands.add_parser(service.name, help=about).add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
@@ -224,6 +237,7 @@ def _service_parser(
     actions.add_parser("status", help="exit 0 when it runs, 1 when not").set_defaults(
         handler=cmd_status, service=service
     )
+    return start
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -268,6 +282,9 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start a local service unless it runs; print its address."""
+    if getattr(args, "nodes", 1) > 1:
+        print(cluster.up(_state_dir(), args.nodes).bootstrap)
+        return 0
     print(args.service.start(Settings.from_env(), args.port))
     return 0
 

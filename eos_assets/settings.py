@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # imported where used: it brings Delta and Arrow, which most 
     from eos_assets.lib.revenue.alerts import AlertPolicy
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
-_KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP"}
+_KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP", "EOS_KAFKA_RETRY_SECONDS"}
 # EOS_SPARK_CONNECT value for the local server that `eos-assets spark up` starts.
 LOCAL_SPARK = "local"
 

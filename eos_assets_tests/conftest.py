@@ -21,7 +21,7 @@ from eos_assets.settings import Settings
 ReadRecord = tuple[int, int, bytes | None, bytes | None]
 
 # The other real-service fixtures (a SparkSession, a lake root) live next to this file.
-pytest_plugins = ["eos_assets_tests.support.plugins"]
+pytest_plugins = ["eos_assets_tests.support.plugins", "eos_assets_tests.support.cluster"]
 
 _quiet = logging.getLogger("eos_assets_tests.librdkafka")
 _quiet.addHandler(logging.NullHandler())
@@ -31,7 +31,16 @@ _quiet.propagate = False
 # Fixtures that start or reach a real service: a test using one (directly or through another
 # fixture) is marked ``services``, and ``make test-fast`` leaves it out.
 SERVICE_FIXTURES = frozenset(
-    {"kafka_bootstrap", "spark", "spark_server", "dagster_dev", "chromium", "postgres", "s3_server"}
+    {
+        "kafka_bootstrap",
+        "kafka_cluster",
+        "spark",
+        "spark_server",
+        "dagster_dev",
+        "chromium",
+        "postgres",
+        "s3_server",
+    }
 )
 # Modules whose tests start a broker, a JVM or a Spark server of their own, without a fixture.
 SERVICE_MODULES = frozenset(

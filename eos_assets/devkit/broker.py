@@ -13,7 +13,7 @@ import subprocess
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,22 +96,16 @@ def start_broker(
     classpath = _classpath()
     data_dir = data_dir.resolve()  # recorded in the state file: must not depend on the cwd
     data_dir.mkdir(parents=True, exist_ok=True)
-    _refuse_if_locked(data_dir)
-    kafka_port, controller_port = _ports(data_dir, port)
+    refuse_if_locked(data_dir)
+    kafka_port, controller_port = ports(data_dir, port)
     properties = data_dir / "server.properties"
     _write_properties(properties, data_dir, kafka_port, controller_port, overrides or {})
-    log4j = _write_log4j(data_dir)
     if not (data_dir / "logs" / "meta.properties").exists():
-        _format(java, classpath, data_dir, properties)
-    command = [
-        java, HEAP, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
-        f"-Dkafka.logs.dir={data_dir}", "-cp", classpath, MAIN_CLASS, str(properties),
-    ]  # fmt: skip
-    proc = local_process.start_service(command, data_dir / _OUT_NAME, cwd=data_dir)
+        format_storage(java, classpath, data_dir, properties, ["--standalone"])
+    proc = launch(java, classpath, data_dir, properties)
     info = BrokerInfo(bootstrap=f"127.0.0.1:{kafka_port}", pid=proc.pid, data_dir=str(data_dir))
     try:
-        _wait_started(proc, data_dir, kafka_port, timeout)
+        wait_started(proc, data_dir, kafka_port, timeout)
         probe_transactions(info.bootstrap, timeout)
     except BaseException:
         stop_broker(info, timeout=10.0)
@@ -197,6 +191,31 @@ def cluster_id(data_dir: Path) -> str:
     return made
 
 
+def launch(
+    java: str, classpath: str, data_dir: Path, properties: Path, heap: str = HEAP
+) -> "subprocess.Popen[bytes]":
+    """Start one Kafka node of ``properties`` (its log in ``data_dir``); return at once."""
+    log4j = _write_log4j(data_dir)
+    # A restart must not find the previous start's "started" line.
+    with contextlib.suppress(FileNotFoundError):
+        (data_dir / _LOG_NAME).replace(data_dir / f"{_LOG_NAME}.previous")
+    command = [
+        java, heap, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
+        f"-Dkafka.logs.dir={data_dir}", "-cp", classpath, MAIN_CLASS, str(properties),
+    ]  # fmt: skip
+    return local_process.start_service(command, data_dir / _OUT_NAME, cwd=data_dir)
+
+
+def java_and_classpath() -> tuple[str, str]:
+    """The Java runtime and the Kafka classpath a node runs with.
+
+    Raises:
+        BrokerError: Java or the jars are missing.
+    """
+    return _java(), _classpath()
+
+
 def _java() -> str:
     try:
         return require_java("the embedded Kafka broker")
@@ -211,7 +230,7 @@ def _classpath() -> str:
         raise BrokerError(str(exc)) from exc
 
 
-def _refuse_if_locked(data_dir: Path) -> None:
+def refuse_if_locked(data_dir: Path) -> None:
     """Fail before touching anything when a running broker holds the data folder's lock."""
     lock = data_dir / "logs" / ".lock"
     if not lock.exists():
@@ -228,7 +247,7 @@ def _refuse_if_locked(data_dir: Path) -> None:
         fcntl.lockf(handle, fcntl.LOCK_UN)
 
 
-def _ports(data_dir: Path, port: int) -> tuple[int, int]:
+def ports(data_dir: Path, port: int) -> tuple[int, int]:
     """The Kafka and controller ports: the given or previous ones when free, else new ones."""
     saved = data_dir / "ports.json"
     previous: dict[str, int] = {}
@@ -294,11 +313,14 @@ def _write_log4j(data_dir: Path) -> Path:
     return path
 
 
-def _format(java: str, classpath: str, data_dir: Path, properties: Path) -> None:
-    """Format the storage of a new one-node cluster (KRaft, standalone controller)."""
+def format_storage(
+    java: str, classpath: str, data_dir: Path, properties: Path, extra: Sequence[str] = ()
+) -> None:
+    """Format the storage of a new node (``extra``: ``--standalone`` for a one-node cluster,
+    ``--add-scram ...`` for users); the cluster id is the one kept in ``data_dir``."""
     command = [
-        java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
-        "-t", cluster_id(data_dir), "-c", str(properties),
+        java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format",
+        "-t", cluster_id(data_dir), "-c", str(properties), *extra,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
@@ -306,7 +328,7 @@ def _format(java: str, classpath: str, data_dir: Path, properties: Path) -> None
         raise BrokerError(f"cannot format the broker's storage in {data_dir}: {lines[-1]}")
 
 
-def _wait_started(proc: subprocess.Popen[bytes], data_dir: Path, port: int, timeout: float) -> None:
+def wait_started(proc: subprocess.Popen[bytes], data_dir: Path, port: int, timeout: float) -> None:
     log_path = data_dir / _LOG_NAME
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

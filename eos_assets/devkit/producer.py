@@ -21,6 +21,7 @@ from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
 from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic
+from eos_assets.lib.kafka.retry import with_retry
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
@@ -185,7 +186,7 @@ def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> 
         }
     )
     try:
-        producer.init_transactions(_TIMEOUT_S)
+        with_retry(lambda: producer.init_transactions(_TIMEOUT_S))
     except KafkaException as exc:
         raise BrokerError(
             f"cannot start transactional producer {transactional_id} ({_reason(exc)}): "
@@ -277,11 +278,12 @@ def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) 
 
 
 def _finish(producer: Producer, plan: TransactionPlan) -> None:
+    """Commit or abort the open transaction. A coordinator that dies meanwhile costs a retry:
+    librdkafka finds the new one, and ending the same transaction again is allowed after a
+    retriable error (``EOS_KAFKA_RETRY_SECONDS``)."""
+    end = producer.abort_transaction if plan.abort else producer.commit_transaction
     try:
-        if plan.abort:
-            producer.abort_transaction(_TIMEOUT_S)
-        else:
-            producer.commit_transaction(_TIMEOUT_S)
+        with_retry(lambda: end(_TIMEOUT_S))
     except KafkaException as exc:
         raise BrokerError(
             f"transaction {plan.index} did not finish ({_reason(exc)}): "

@@ -44,6 +44,7 @@ from eos_assets.lib.ingest.ranges import (
 )
 from eos_assets.lib.ingest.reader import WrittenFile, read_range_to_file, reader_config
 from eos_assets.lib.kafka.kafka_offsets import commit_advisory, partition_bounds
+from eos_assets.lib.kafka.retry import retry_seconds
 from eos_assets.lib.kafka.starts import EARLIEST, SKIP_REASON, never_read_starts
 from eos_assets.lib.spark import spark_modes
 
@@ -277,6 +278,8 @@ def _read(
         "config": dict(config),
         "table_uri": table_uri,
         "timeout_s": options.read_timeout_s,
+        # Read here: a Spark Connect server's workers do not have the run's environment.
+        "retry_s": retry_seconds(),
         "driver_pid": os.getpid() if faults.armed(faults.MID_READ) else None,
     }
     try:

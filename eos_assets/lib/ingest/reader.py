@@ -27,6 +27,9 @@ from eos_assets.lib.delta.delta_stats import file_stats
 from eos_assets.lib.errors import BrokerError, DataLossError
 from eos_assets.lib.faults import MID_READ, crash_point
 from eos_assets.lib.ingest.ranges import OffsetRange
+from eos_assets.lib.kafka.kafka_admin import not_authorized
+from eos_assets.lib.kafka.kafka_offsets import leader_of
+from eos_assets.lib.kafka.retry import RETRY_ENV, retry_seconds, transient
 
 # What every range reader needs; librdkafka's own fetch limits (fetch.max.bytes,
 # queued.max.messages.kbytes) bound what one fetch and its prefetch queue hold.
@@ -83,6 +86,7 @@ def fetch_range(
     config: Mapping[str, str],
     timeout_s: float,
     driver_pid: int | None = None,
+    retry_s: float | None = None,
 ) -> pa.Table:
     """Consume ``[r.start, r.end)`` with read_committed and return it as bronze rows of
     ``contract``.
@@ -91,8 +95,13 @@ def fetch_range(
     passes ``end`` (it moves past commit and abort markers), or at a partition EOF at or past
     ``end``. Offsets inside the range may be missing (markers, aborted records): that is normal.
 
+    A broker that dies meanwhile costs a wait, not the read: librdkafka fetches from the new
+    leader by itself, and its transient errors are skipped for up to ``retry_s`` seconds
+    without progress (``EOS_KAFKA_RETRY_SECONDS``).
+
     Raises:
-        BrokerError: the range could not be read completely before ``timeout_s``.
+        BrokerError: the range could not be read completely before ``timeout_s``, a transient
+            error lasted ``retry_s`` without progress, or a permanent error (authorization).
         DataLossError: Kafka deleted offsets of the range before they were read (the reader
             never resets to another offset: ``auto.offset.reset=error``).
     """
@@ -102,15 +111,26 @@ def fetch_range(
     values: list[bytes | None] = []
     consumer = Consumer(dict(config))
     deadline = time.monotonic() + timeout_s
+    patience = retry_seconds() if retry_s is None else retry_s
+    progress_at, trouble = time.monotonic(), None
     half = max(1, r.size // 2)
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         done = r.start >= r.end
         while not done:
             try:
-                batch, done = _records(consumer.consume(10_000, 0.1), r)
+                batch, done, passing = _records(consumer.consume(10_000, 0.1), r, config)
             except _OffsetsDeleted as gone:
                 raise DataLossError(_deleted_while_reading(consumer, r, gone.offset)) from None
+            if batch:
+                progress_at, trouble = time.monotonic(), None
+            trouble = passing or trouble
+            if trouble is not None and time.monotonic() - progress_at > patience:
+                raise BrokerError(
+                    f"reading {r.topic}[{r.partition}] made no progress for {patience:.0f}s "
+                    f"({trouble.str()}; {leader_of(consumer, r.topic, r.partition)}): check the "
+                    f"brokers, {RETRY_ENV} sets how long a step retries"
+                )
             # The hot path of the ingest: one pass per field over a batch, no per-record branch.
             before = len(offsets)
             offsets += cast("list[int]", [m.offset() for m in batch])  # data records have one
@@ -157,18 +177,24 @@ def _deleted_while_reading(consumer: Consumer, r: OffsetRange, offset: int) -> s
     )
 
 
-def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]:
-    """The data records of one consumed batch that fall inside ``r``, and whether ``r`` is done.
+def _records(
+    batch: list[Message], r: OffsetRange, config: Mapping[str, str]
+) -> tuple[list[Message], bool, KafkaError | None]:
+    """The data records of one consumed batch that fall inside ``r``, whether ``r`` is done,
+    and the transient error the batch held, if any.
 
     A batch holds records of the one assigned partition in offset order, and possibly events
-    (partition EOF, errors): an EOF at or past the end completes the range, any other error
-    raises. Records at or past the end are dropped; one at ``end - 1`` completes the range.
+    (partition EOF, errors): an EOF at or past the end completes the range, a transient error
+    (a broker gone, a leadership moving: librdkafka recovers by itself) is passed back, any
+    other error raises. Records at or past the end are dropped; one at ``end - 1`` completes
+    the range.
 
     Raises:
-        BrokerError: the batch holds an error other than partition EOF.
+        BrokerError: the batch holds an error that is neither partition EOF nor transient.
         _OffsetsDeleted: the fetch position is out of range: Kafka deleted it.
     """
     done = False
+    passing: KafkaError | None = None
     if any([m.error() is not None for m in batch]):
         for m in batch:
             err = m.error()
@@ -176,6 +202,13 @@ def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]
                 continue
             if err.code() == KafkaError._AUTO_OFFSET_RESET:
                 raise _OffsetsDeleted(m.offset() or 0)
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                continue  # the client looks its group up; a reader never commits to it
+            if err.code() != KafkaError._PARTITION_EOF and transient(err):
+                passing = err
+                continue
+            if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise BrokerError(not_authorized(config, r.topic, "READ"))
             if err.code() != KafkaError._PARTITION_EOF:
                 raise BrokerError(f"reading {r.topic}[{r.partition}] failed: {err.str()}")
             done = done or (m.offset() or 0) >= r.end
@@ -185,7 +218,7 @@ def _records(batch: list[Message], r: OffsetRange) -> tuple[list[Message], bool]
         if (batch[-1].offset() or 0) >= r.end:
             cut = bisect.bisect_left([m.offset() or 0 for m in batch], r.end)
             batch = batch[:cut]
-    return batch, done
+    return batch, done, passing
 
 
 @contextlib.contextmanager
@@ -212,12 +245,13 @@ def read_range_to_file(
     table_uri: str,
     timeout_s: float,
     driver_pid: int | None = None,
+    retry_s: float | None = None,
 ) -> WrittenFile:
     """Read one range of a stream of ``contract`` and write it as one Parquet file inside the
     table folder (not committed)."""
     began = time.monotonic()
     with _cyclic_gc_paused():
-        table = fetch_range(r, contract, config, timeout_s, driver_pid)
+        table = fetch_range(r, contract, config, timeout_s, driver_pid, retry_s)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     fs, root = pafs.FileSystem.from_uri(table_uri)
     target = f"{root.rstrip('/')}/{name}"

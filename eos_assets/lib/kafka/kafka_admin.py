@@ -5,6 +5,7 @@ import re
 import socket
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -38,11 +39,25 @@ def quiet_logger(module: str) -> logging.Logger:
 _quiet = quiet_logger(__name__)
 
 
-def probe(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> bool:
-    """Return True when the broker answers a metadata request within ``timeout`` seconds."""
+def probe(
+    bootstrap: str,
+    client_config: Mapping[str, str] | None,
+    timeout: float,
+    errors: list[KafkaError] | None = None,
+) -> bool:
+    """Return True when the broker answers a metadata request within ``timeout`` seconds.
+
+    ``errors`` receives what the client reported meanwhile (a failed authentication or TLS
+    handshake), for the caller to name the cause.
+    """
+    config: dict[str, Any] = {**(client_config or {}), "bootstrap.servers": bootstrap}
+    if errors is not None:
+        config["error_cb"] = errors.append
+    admin = AdminClient(config, logger=_quiet)
     try:
-        _admin(bootstrap, client_config).list_topics(timeout=timeout)
+        admin.list_topics(timeout=timeout)
     except KafkaException:
+        admin.poll(0.1)  # serves error_cb
         return False
     return True
 
@@ -80,11 +95,50 @@ def check_reachable(
     """
     if not any(_connects(host, port, min(timeout, 3.0)) for host, port in _addresses(bootstrap)):
         raise BrokerError(f"Kafka at {bootstrap} is unreachable: {_START_OR_FIX}")
-    if not probe(bootstrap, client_config, timeout):
+    errors: list[KafkaError] = []
+    if not probe(bootstrap, client_config, timeout, errors):
         raise BrokerError(
-            f"Kafka at {bootstrap} accepts connections but did not answer within {timeout:g}s: "
-            "check that it is a Kafka broker and the EOS_KAFKA_* security settings"
+            security_failure(bootstrap, client_config or {}, errors)
+            or f"Kafka at {bootstrap} accepts connections but did not answer within "
+            f"{timeout:g}s: check that it is a Kafka broker and the EOS_KAFKA_* security settings"
         )
+
+
+def security_failure(
+    bootstrap: str, client_config: Mapping[str, str], errors: list[KafkaError]
+) -> str | None:
+    """The one line naming a failed authentication or TLS handshake among ``errors``."""
+    for err in errors:
+        text = err.str()
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            if "SSL handshake failed" in text or "certificate verify failed" in text:
+                return _untrusted(bootstrap, text)
+            user = client_config.get("sasl.username", "?")
+            return (
+                f"authentication failed for user {user} at Kafka {bootstrap}: check "
+                "EOS_KAFKA_SASL_USERNAME, EOS_KAFKA_SASL_PASSWORD and EOS_KAFKA_SASL_MECHANISM"
+            )
+        if err.code() == KafkaError._SSL or "SSL handshake failed" in text:
+            return _untrusted(bootstrap, text)
+    return None
+
+
+def not_authorized(client_config: Mapping[str, str], topic: str, rights: str) -> str:
+    """``user bob may not read topic orders: grant it READ and DESCRIBE on topic orders``."""
+    user = client_config.get("sasl.username") or "this client"
+    return (
+        f"user {user} is not authorized for topic {topic} on Kafka at "
+        f"{client_config.get('bootstrap.servers', '?')}: grant User:{user} {rights} on topic "
+        f'{topic} (README, "A Kafka cluster")'
+    )
+
+
+def _untrusted(bootstrap: str, text: str) -> str:
+    reason = text.rsplit(": ", 1)[-1][:200]
+    return (
+        f"the TLS handshake with Kafka at {bootstrap} failed ({reason}): set "
+        "EOS_KAFKA_SSL_CA_LOCATION to the CA that signed the brokers' certificates"
+    )
 
 
 def ensure_topic(

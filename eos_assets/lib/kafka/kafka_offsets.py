@@ -7,7 +7,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from eos_assets.lib.errors import BrokerError, TopicMissingError
 from eos_assets.lib.ingest.ranges import OffsetRange
-from eos_assets.lib.kafka.kafka_admin import check_reachable, quiet_logger, topic_metadata
+from eos_assets.lib.kafka.kafka_admin import (
+    check_reachable,
+    not_authorized,
+    quiet_logger,
+    topic_metadata,
+)
+from eos_assets.lib.kafka.retry import RETRY_ENV, error_of, with_retry
 
 log = logging.getLogger(__name__)
 _quiet = quiet_logger(__name__)
@@ -31,15 +37,18 @@ def partition_bounds(
     topics: Sequence[str],
     timeout_s: float = 10.0,
     group_id: str = "eos-assets-planner",
+    retry_s: float | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """``(low watermark, last stable offset)`` of every partition of ``topics``.
 
     With ``isolation.level=read_committed`` the broker reports the last stable offset as the
     end, never the high watermark: a range that ended inside an open transaction would never
-    complete.
+    complete. A broker that dies meanwhile costs a retry: transient errors (a leader gone, a
+    leadership moving) are retried for up to ``retry_s`` seconds (``EOS_KAFKA_RETRY_SECONDS``).
 
     Raises:
-        BrokerError: nothing listens at the bootstrap address or the broker does not answer.
+        BrokerError: nothing listens at the bootstrap address, or a partition's offsets could
+            not be read within the retries (the message names the partition and its leader).
         TopicMissingError: a topic does not exist.
     """
     bootstrap = client_config.get("bootstrap.servers", "?")
@@ -50,16 +59,26 @@ def partition_bounds(
         bounds: dict[tuple[str, int], tuple[int, int]] = {}
         for topic in topics:
             info = topic_metadata(consumer, bootstrap, timeout_s, topic).topics.get(topic)
+            denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+            if info is not None and info.error is not None and info.error.code() == denied:
+                raise BrokerError(not_authorized(client_config, topic, "READ and DESCRIBE"))
             if info is None or info.error is not None or not info.partitions:
                 raise TopicMissingError(topic, bootstrap)
             for partition in sorted(info.partitions):
                 tp = TopicPartition(topic, partition)
                 try:
-                    low, end = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+                    low, end = with_retry(
+                        lambda tp=tp: consumer.get_watermark_offsets(
+                            tp, timeout=timeout_s, cached=False
+                        ),
+                        retry_s,
+                    )
                 except KafkaException as exc:
+                    reason = exc.args[0].str() if error_of(exc) else str(exc)
                     raise BrokerError(
                         f"cannot read the offsets of {topic}[{partition}] from {bootstrap} "
-                        f"({exc.args[0].str()}): check the broker"
+                        f"({reason}; {leader_of(consumer, topic, partition)}): check the brokers, "
+                        f"{RETRY_ENV} sets how long a step retries"
                     ) from exc
                 bounds[(topic, partition)] = (low, end)
         return bounds
@@ -67,24 +86,51 @@ def partition_bounds(
         consumer.close()
 
 
+def leader_of(client: Consumer, topic: str, partition: int) -> str:
+    """``leader: broker 2 at 127.0.0.1:9093``, or what the metadata says instead."""
+    try:
+        metadata = client.list_topics(topic, timeout=5)
+    except KafkaException:
+        return "no broker answers metadata"
+    found = metadata.topics.get(topic)
+    info = found.partitions.get(partition) if found is not None else None
+    if info is None or info.leader < 0:
+        return "the partition has no leader"
+    host = metadata.brokers.get(info.leader)
+    where = f" at {host.host}:{host.port}" if host is not None else ""
+    return f"leader: broker {info.leader}{where}"
+
+
 def commit_advisory(
-    client_config: Mapping[str, str], group_id: str, ends: Iterable[OffsetRange]
+    client_config: Mapping[str, str],
+    group_id: str,
+    ends: Iterable[OffsetRange],
+    retry_s: float | None = None,
 ) -> bool:
     """Commit the new positions to the consumer group so external lag tools see them.
 
     The Delta table is the source of truth; a failure here loses nothing (the next run plans
-    from Delta) and is logged, not raised.
+    from Delta) and is logged, not raised. A coordinator that moves is retried for up to
+    ``retry_s`` seconds; a missing ACL is a warning naming it.
     """
     offsets = [TopicPartition(r.topic, r.partition, r.end) for r in ends]
     if not offsets:
         return True
     consumer = _consumer(client_config, group_id)
     try:
-        consumer.commit(offsets=offsets, asynchronous=False)
+        with_retry(lambda: consumer.commit(offsets=offsets, asynchronous=False), retry_s)
         return True
     except KafkaException as exc:
-        err = exc.args[0]
-        reason = err.str() if isinstance(err, KafkaError) else str(err)
+        err = error_of(exc)
+        if err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            log.warning(
+                "advisory commit to group %s not authorized: grant READ on group %s to see the "
+                "positions in lag tools; Delta holds the offsets",
+                group_id,
+                group_id,
+            )
+            return False
+        reason = err.str() if err is not None else str(exc)
         log.warning(
             "advisory commit to group %s failed (%s); Delta holds the offsets", group_id, reason
         )

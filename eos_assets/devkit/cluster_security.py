@@ -1,0 +1,77 @@
+"""The secured listener of the local cluster: SASL_SSL with SCRAM-SHA-512 and ACLs.
+
+Each node gets a second listener, ``SASL_SSL``, next to its plaintext one. Clients of the
+secured listener authenticate with SCRAM-SHA-512 users created when the storage is formatted
+(``--add-scram``), verify the brokers' certificate against the cluster's CA (hostname
+verification on: the certificate names 127.0.0.1 and localhost) and get only what the
+StandardAuthorizer's ACLs grant. The plaintext listener, bound to 127.0.0.1, stays the
+administrator's (the principal ``User:ANONYMOUS`` is a super user): the brokers and the
+controllers talk over it, and ACLs are created through it.
+"""
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+
+from eos_assets.devkit.tls import BrokerTls
+from eos_assets.devkit.tls import ensure_tls as ensure_tls
+from eos_assets.lib.ports import free_port
+
+MECHANISM = "SCRAM-SHA-512"
+_PORT_FILE = "secure.port"
+
+
+def secure_port(folder: Path, avoid: set[int]) -> int:
+    """The node's SASL_SSL port: the previous one, or a new free one not in ``avoid``."""
+    saved = folder / _PORT_FILE
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return int(saved.read_text())
+    while (port := free_port()) in avoid:
+        pass
+    saved.write_text(str(port))
+    return port
+
+
+def listener_properties(port: int, secure: int, controller: int, tls: BrokerTls) -> dict[str, str]:
+    """Server properties of a node with a plaintext and a SASL_SSL listener and ACLs."""
+    return {
+        "listeners": (
+            f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure},"
+            f"CONTROLLER://127.0.0.1:{controller}"
+        ),
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure}",
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+        ),
+        "sasl.enabled.mechanisms": MECHANISM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": tls.keystore,
+        "ssl.keystore.password": tls.password,
+        "ssl.key.password": tls.password,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def scram_arguments(users: Mapping[str, str]) -> list[str]:
+    """``kafka-storage format`` arguments that create ``users`` (name -> password)."""
+    args: list[str] = []
+    for name, password in users.items():
+        args += ["--add-scram", f"{MECHANISM}=[name={name},password={password}]"]
+    return args
+
+
+def client_config(user: str, password: str, ca_pem: str) -> dict[str, str]:
+    """librdkafka properties of a client of the secured listener (what ``EOS_KAFKA_*`` set)."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": user,
+        "sasl.password": password,
+        "ssl.ca.location": ca_pem,
+        "ssl.endpoint.identification.algorithm": "https",
+    }

@@ -1,0 +1,151 @@
+"""A broker of three SIGKILLed while a bronze ingest runs costs a retry, never the run.
+
+On the session's 3-node cluster (RF 3, min ISR 2, unclean election off) the leader of the
+partitions being read dies during the plan, during the read in Spark tasks and during the
+commit; each run succeeds, and bronze holds every committed record once (the oracle).
+"""
+
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from eos_assets.defs.stream import ORDERS
+from eos_assets.devkit import broker
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
+from eos_assets.lib import faults
+from eos_assets.lib.ingest.ingest import IngestOutcome, ingest_bronze
+from eos_assets_tests.faults.harness import Ledger, finish, start_ingest, wait_for_files
+from eos_assets_tests.faults.oracle import judge, overlaps
+from eos_assets_tests.support.cluster import LiveCluster
+
+Producer = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture
+def produce_to(kafka_cluster: LiveCluster, tmp_path: Path) -> Producer:
+    """Factory: ``produce_to(topic, count, seed)`` runs the product producer on the cluster,
+    aborted transactions and malformed records in the mix; returns its manifest lines."""
+    runs = iter(range(1_000))
+
+    def make(topic: str, count: int, seed: int, **options: Any) -> list[dict[str, Any]]:
+        mix = {"abort_ratio": 0.2, "malformed_ratio": 0.05, "transaction_size": 200}
+        opts = ProduceOptions(topic=topic, count=count, seed=seed, **{**mix, **options})
+        path = tmp_path / f"{topic}-{next(runs)}.jsonl"
+        produce(kafka_cluster.bootstrap, opts, path)
+        return read_manifest(path)
+
+    return make
+
+
+def _topic(kafka_cluster: LiveCluster, partitions: int) -> str:
+    name = f"orders-failover-{uuid.uuid4().hex[:8]}"
+    broker.ensure_topic(kafka_cluster.bootstrap, name, partitions)
+    return name
+
+
+def test_product_topics_get_three_replicas(kafka_cluster: LiveCluster) -> None:
+    topic = _topic(kafka_cluster, 3)
+    assert all(len(r) == 3 for r in kafka_cluster.replicas(topic).values())
+    assert all(len(r) == 3 for r in kafka_cluster.replicas("__transaction_state").values())
+    assert all(len(r) == 3 for r in kafka_cluster.replicas("__consumer_offsets").values())
+
+
+def test_leader_killed_during_plan_costs_a_retry(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    produce_to: Producer,
+    table: str,
+    ledger: Ledger,
+) -> None:
+    topic = _topic(kafka_cluster, 3)
+    manifest = produce_to(topic, 900, seed=71)
+    config = {"bootstrap.servers": kafka_cluster.bootstrap}
+    # Killed just before the plan: the clients still see it as leader until the controller
+    # fences it, so the plan's offset reads hit a dead broker first.
+    kafka_cluster.kill(kafka_cluster.leader(topic, 0))
+    try:
+        outcome = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
+        assert outcome.version == 1 and outcome.attempts == 1
+        manifest += produce_to(topic, 300, seed=72)  # two of three nodes take writes
+        assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version == 2
+    finally:
+        kafka_cluster.revive()
+    verdict = judge(table, manifest)
+    ledger.record("3 nodes: partition leader SIGKILL during plan", 1, verdict.lost, verdict.doubled)
+    assert verdict.exact, verdict
+    assert not overlaps(table), overlaps(table)
+
+
+def test_leader_killed_during_read_in_spark_tasks_costs_a_retry(
+    kafka_cluster: LiveCluster,
+    produce_to: Producer,
+    table: str,
+    tmp_path: Path,
+    ledger: Ledger,
+) -> None:
+    # One partition, enough records that a Spark task reads them in several fetches: it pauses
+    # halfway, its leader dies, and it goes on reading from the new leader.
+    topic = _topic(kafka_cluster, 1)
+    manifest = produce_to(topic, 20_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    run = start_ingest(
+        kafka_cluster.bootstrap, topic, table, pause_at=faults.MID_READ, pause_dir=gate
+    )
+    try:
+        wait_for_files(gate, f"{faults.MID_READ}-*.ready", 1, 240, run)
+        kafka_cluster.kill(kafka_cluster.leader(topic, 0))
+        (gate / faults.RELEASE).touch()
+        run = finish(run)
+    finally:
+        kafka_cluster.revive()
+    assert run.returncode == 0 and run.outcome and run.outcome["ok"], run.tail()
+    verdict = judge(table, manifest)
+    ledger.record("3 nodes: partition leader SIGKILL mid-read", 1, verdict.lost, verdict.doubled)
+    assert verdict.exact, verdict
+
+
+def test_group_coordinator_killed_during_commit_costs_a_retry(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    produce_to: Producer,
+    table: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ledger: Ledger,
+) -> None:
+    """Paused before its Delta commit, the run loses the coordinator of the group it then
+    commits its positions to; it commits, and the advisory commit reaches the new one."""
+    topic = _topic(kafka_cluster, 1)
+    manifest = produce_to(topic, 900, seed=74)
+    monkeypatch.setenv(faults.PAUSE_ENV, faults.BEFORE_COMMIT)
+    monkeypatch.setenv(faults.PAUSE_DIR_ENV, str(tmp_path))
+    config = {"bootstrap.servers": kafka_cluster.bootstrap}
+    done: list[IngestOutcome | BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract))
+        except BaseException as exc:  # handed to the test thread
+            done.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_for_files(tmp_path, f"{faults.BEFORE_COMMIT}-*.ready", 1, 120)
+        kafka_cluster.kill(kafka_cluster.coordinator("eos-assets"))
+        (tmp_path / faults.RELEASE).touch()
+        thread.join(180)
+    finally:
+        kafka_cluster.revive()
+    (outcome,) = done
+    assert isinstance(outcome, IngestOutcome), outcome
+    assert outcome.version == 1 and outcome.advisory_committed
+    verdict = judge(table, manifest)
+    ledger.record("3 nodes: group coordinator SIGKILL at commit", 1, verdict.lost, verdict.doubled)
+    assert verdict.exact, verdict

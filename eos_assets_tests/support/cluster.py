@@ -1,0 +1,117 @@
+"""The session's replicated Kafka: three KRaft nodes, started once, that tests kill and restart.
+
+A test that kills a node restarts it before it ends (``LiveCluster.revive``), so the next test
+finds three nodes again.
+"""
+
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka.admin import (  # documented; the stub hides the ACL types
+    AclBinding,  # pyright: ignore[reportPrivateImportUsage]
+    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
+    AclPermissionType,  # pyright: ignore[reportPrivateImportUsage]
+    AdminClient,
+    ResourcePatternType,  # pyright: ignore[reportPrivateImportUsage]
+    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
+)
+
+from eos_assets.devkit import cluster, cluster_security
+from eos_assets.lib import local_process
+
+# Heaps of the session's nodes: three JVMs next to Spark on a 2-core machine.
+TEST_HEAP = "-Xmx320m"
+# SCRAM users of the secured listener; each test grants its user what it needs.
+USERS = ("eos-ingest", "eos-describe", "eos-nobody")
+
+
+@dataclass
+class LiveCluster:
+    """The running cluster of the session; ``info`` follows the restarts."""
+
+    info: cluster.ClusterInfo
+    passwords: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's address, as a client's ``bootstrap.servers``."""
+        return self.info.bootstrap
+
+    def leader(self, topic: str, partition: int, timeout: float = 60.0) -> int:
+        """The node id leading ``topic[partition]`` (waits while it has none)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout
+        while True:
+            found = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
+            if found.leader > 0 or time.monotonic() > deadline:
+                return found.leader
+            time.sleep(0.2)
+
+    def coordinator(self, group: str) -> int:
+        """The node id of the coordinator of consumer group ``group``."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        (future,) = admin.describe_consumer_groups([group], request_timeout=30).values()
+        return future.result(30).coordinator.id
+
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """The replicas of each partition of ``topic``."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: list(info.replicas) for p, info in partitions.items()}
+
+    def client(self, user: str, password: str | None = None) -> dict[str, str]:
+        """Client properties of ``user`` on the secured listener (its password by default)."""
+        secret = self.passwords[user] if password is None else password
+        config = cluster_security.client_config(user, secret, self.info.ca_pem)
+        return {"bootstrap.servers": self.info.secure_bootstrap, **config}
+
+    def grant(self, user: str, kind: ResourceType, name: str, *ops: AclOperation) -> None:
+        """Allow ``user`` the operations ``ops`` on the resource ``kind`` named ``name``."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        acls = [
+            AclBinding(
+                kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
+                AclPermissionType.ALLOW,
+            )
+            for op in ops
+        ]  # fmt: skip
+        for future in admin.create_acls(acls).values():
+            future.result(30)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL node ``node_id``."""
+        cluster.kill_node(self.info, node_id)
+
+    def revive(self) -> None:
+        """Restart every node that is not running, and wait until all three are in sync."""
+        for i, node in enumerate(self.info.nodes, 1):
+            if not local_process.alive(node.pid):
+                self.info = cluster.restart_node(self.info, i)
+        self._wait_in_sync()
+
+    def _wait_in_sync(self, timeout: float = 90.0) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            topics = admin.list_topics(timeout=10).topics.values()
+            parts = [p for t in topics for p in t.partitions.values()]
+            if parts and all(len(p.isrs) == len(self.info.nodes) for p in parts):
+                return
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
+    """Three KRaft nodes (RF 3, min ISR 2, no unclean election) for the whole session, with
+    a plaintext listener (super user) and a SASL_SSL one for the ``USERS``."""
+    passwords = {user: secrets.token_urlsafe(12) for user in USERS}
+    folder = tmp_path_factory.mktemp("cluster")
+    info = cluster.start_cluster(folder, heap=TEST_HEAP, users=passwords)
+    live = LiveCluster(info, passwords)
+    try:
+        yield live
+    finally:
+        cluster.stop_cluster(live.info)
