@@ -68,7 +68,7 @@ def bronze_keys(uri: str) -> Counter[Key]:
     files = DeltaTable(uri).file_uris()
     if not files:
         return Counter()
-    fs = pafs.LocalFileSystem()
+    fs = pafs.FileSystem.from_uri(files[0])[0]  # local, or the lake's object store
     paths = [pafs.FileSystem.from_uri(f)[1] for f in files]
     t = pq.read_table(paths, filesystem=fs, columns=["topic", "partition", "offset", "value"])
     return Counter(

@@ -13,13 +13,28 @@ import pytest
 from eos_assets.devkit import s3server
 from eos_assets.lib.spark import spark_server
 
+# The fault suite's fixtures: its product producer, its ledger, no ingest outliving a test.
+from eos_assets_tests.faults.conftest import _no_stray_ingests as _no_stray_ingests
+from eos_assets_tests.faults.conftest import ledger as ledger
+from eos_assets_tests.faults.conftest import produced as produced
+
+# The processes of the session's S3 server: its first start, then each restart of a test.
+_STARTED: list[s3server.S3Info] = []
+
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3server.S3Info]:
     """The session's S3 server (S3Proxy over a temporary folder), bucket ``lake`` created."""
-    info = s3server.start_server(tmp_path_factory.mktemp("s3"))
-    yield info
-    s3server.stop_server(info)
+    _STARTED.append(s3server.start_server(tmp_path_factory.mktemp("s3")))
+    yield _STARTED[0]
+    for info in _STARTED:
+        s3server.stop_server(info)
+
+
+def restart(info: s3server.S3Info) -> None:
+    """Start the session's server again, at the same endpoint over the same data."""
+    port = int(info.endpoint.rsplit(":", 1)[1])
+    _STARTED.append(s3server.start_server(Path(info.data_dir), port=port))
 
 
 @pytest.fixture

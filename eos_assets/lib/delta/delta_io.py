@@ -155,7 +155,7 @@ def _store_errors(uri: str) -> Iterator[None]:
         raise ConfigError(problem)
     try:
         yield
-    except TableNotFoundError:
+    except (TableNotFoundError, CommitFailedError):
         raise
     except (OSError, DeltaError) as exc:
         explained = lake_store.explain(exc, uri, os.environ)
@@ -231,14 +231,16 @@ def commit_files(
     Raises:
         CommitFailedError: a concurrent commit conflicted (for example it wrote one of the same
             ``txn`` app ids); nothing of this commit is visible and the caller must re-plan.
+        EosError: the lake's object store failed the commit (one line; nothing committed).
     """
-    dt.create_write_transaction(
-        list(actions),
-        mode="append",
-        schema=schema,
-        partition_by=list(partition_by) or None,
-        commit_properties=commit_properties(txns, metadata, text_values=text_values),
-    )
+    with _store_errors(dt.table_uri):
+        dt.create_write_transaction(
+            list(actions),
+            mode="append",
+            schema=schema,
+            partition_by=list(partition_by) or None,
+            commit_properties=commit_properties(txns, metadata, text_values=text_values),
+        )
 
 
 def upsert(
@@ -268,12 +270,13 @@ def upsert(
     low, high = (_sql_literal(bounds[k].as_py()) for k in ("min", "max"))
     match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
     predicate = f"t.{range_key} BETWEEN {low} AND {high} AND {match}"
-    return (
-        dt.merge(rows, predicate, source_alias="s", target_alias="t", commit_properties=props)
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    with _store_errors(dt.table_uri):
+        return (
+            dt.merge(rows, predicate, source_alias="s", target_alias="t", commit_properties=props)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
 
 
 def _sql_literal(value: object) -> str:
