@@ -13,7 +13,7 @@ JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
 	$(JARS)/spark-kafka/.installed $(JARS)/kafka-streams/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: docs install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -119,6 +119,10 @@ broker-up: $(STAMP) jars
 
 broker-down: $(STAMP)
 	$(BIN)/eos-assets broker down
+
+# Rewrite the README's column reference (between its two marker lines) from the code.
+docs: $(STAMP)
+	$(BIN)/python -m eos_assets.devkit.docs
 
 # Re-resolve the pins after a change to pyproject.toml.
 lock:
