@@ -82,7 +82,7 @@ ABOUT = {
 def _names(schema: pa.Schema | list[str], payload: bool = False) -> list[str]:
     """The column names, declared ones as placeholders (every payload field as one, when
     ``payload``)."""
-    names: list[str] = list(schema.names) if isinstance(schema, pa.Schema) else schema
+    names = schema if isinstance(schema, list) else list(schema.names)
     shown: list[str] = []
     for name in names:
         placeholder = _PLACEHOLDERS.get(name, name)
