@@ -17,7 +17,7 @@ JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
 JAR_STAMPS += $(JARS)/s3/.installed $(JARS)/s3proxy/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: docs install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -123,6 +123,10 @@ broker-up: $(STAMP) jars
 
 broker-down: $(STAMP)
 	$(BIN)/eos-assets broker down
+
+# Rewrite the README's column reference (between its two marker lines) from the code.
+docs: $(STAMP)
+	$(BIN)/python -m eos_assets.devkit.docs
 
 # Re-resolve the pins after a change to pyproject.toml.
 lock:

@@ -1,0 +1,19 @@
+"""The README's column reference is the code's: every column of every table a declared stream
+gets has its line, and the README holds what `make docs` writes."""
+
+from eos_assets.devkit import docs
+
+
+def test_every_column_of_every_table_has_its_line() -> None:
+    tables = docs.tables()
+    assert len(tables) == 7
+    missing = {t: [c for c in cols if c not in docs.ABOUT] for t, cols in tables.items()}
+    assert not any(missing.values()), f"add a line to docs.ABOUT for {missing}"
+    kpi_windows = tables["KPI SQL: window_aggregates"]
+    for column in ("window_start", "window_end", "is_final", "revision", "late_events"):
+        assert column in kpi_windows
+
+
+def test_the_readme_holds_the_generated_reference() -> None:
+    text = docs.README.read_text()
+    assert docs.reference() in text, "the README's column reference is stale: run `make docs`"
