@@ -20,6 +20,7 @@ from eos_assets.bench.structured import StreamRun
 from eos_assets.lib.kafka import kafka_tools
 
 SS_TARGET, SS_GOAL = 1.0, 1.5
+PRODUCER_TARGET = 0.5  # our producer's records/s against kafka-producer-perf-test's
 # The steps of our graph that take Kafka records to final windows.
 TO_WINDOWS = ("raw_events", "orders__silver__events", "orders__gold__window_aggregates")
 
@@ -147,8 +148,10 @@ def producer_perf_line(
     )  # fmt: skip
     last = [line for line in out.splitlines() if "records/sec" in line][-1]
     rate = float(last.split("(", 1)[0].split(",")[1].split()[0])
+    ratio = ours / rate if rate else None
     return Measurement(
-        "peers", "our producer / kafka-producer-perf-test", ours / rate if rate else None, "x",
+        "peers", "our producer / kafka-producer-perf-test", ratio, "x",
+        f">= {PRODUCER_TARGET}", at_least(ratio, PRODUCER_TARGET),
         detail=f"{ours:,.0f} vs {rate:,.0f} records/s (perf test: {records:,} records of 250 "
         "bytes, idempotent, acks=all, linger.ms=5, transactions of 100 ms)",
         data={"chart": [_point("produce", "eos_assets producer", ours),

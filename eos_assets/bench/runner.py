@@ -25,6 +25,7 @@ from eos_assets.bench.machine import machine_info
 from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import PARTITIONS, Stream, bench_kafka
+from eos_assets.bench.warm_graph import warm_graph_lines
 from eos_assets.devkit import broker
 
 
@@ -109,6 +110,8 @@ def _measured(
                 report.add(line)
     if o.runs("peer") and first is not None:
         report.add(stages.peer_line(l1, first, slots))
+        for line in warm_graph_lines(work, bootstrap, small.topic, small.produced, o.master, slots):
+            report.add(line)
     if o.peers and first is not None:
         _peers(o, report, work, spark, client, small, l1, first)
     inc_small: RunTimes | None = None

@@ -172,6 +172,12 @@ def _produce(bootstrap: str, topic: str, count: int, manifest: Path) -> None:
     manifest.unlink(missing_ok=True)
 
 
+def execute_stream_job(env: Mapping[str, str], log: Path) -> None:
+    """Run ``ingest_and_refresh`` in a process of its own (``dagster job execute``) with the
+    product settings ``env``; its output goes to ``log``."""
+    _execute(env, log)
+
+
 def _execute(env: Mapping[str, str], log: Path) -> None:
     dagster = str(Path(sys.executable).parent / "dagster")
     _run([dagster, "job", "execute", "-m", "eos_assets.definitions", "-j", STREAM_JOB], env, log)

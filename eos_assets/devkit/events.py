@@ -202,6 +202,16 @@ def format_event_time(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
+def below(rng: random.Random, n: int) -> int:
+    """``rng.randrange(n)`` (n > 0) as ``random.Random`` draws it, without its argument checks:
+    the same number from the same state."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
 def uuid4_text(bits: int) -> str:
     """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly."""
     bits = (bits & ~(0xC000 << 48) | 0x8000 << 48) & ~(0xF000 << 64) | 4 << 76
@@ -238,7 +248,7 @@ class _Orders:
         self._next_id += 1
         return _Order(
             order_id=f"o-{self._next_id}",
-            customer_id=f"c-{rng.randint(1, 5000)}",
+            customer_id=f"c-{below(rng, 5000) + 1}",  # rng.randint(1, 5000)
             amount=round(rng.uniform(5.0, 500.0), 2),
             # As rng.choices(CURRENCIES, cum_weights=_CURRENCY_WEIGHTS)[0] draws it.
             currency=CURRENCIES[bisect(_CURRENCY_WEIGHTS, rng.random() * 10.0, 0, 3)],
@@ -250,12 +260,12 @@ class _Orders:
         self.now += timedelta(seconds=rng.expovariate(1.0 / _MEAN_GAP_S))
         r = rng.random()
         if r < 0.05 and self._paid:
-            return self._paid.pop(rng.randrange(len(self._paid))), "order_refunded"
+            return self._paid.pop(below(rng, len(self._paid))), "order_refunded"
         if not self._open or r < (0.6 if len(self._open) < _TARGET_OPEN else 0.4):
             order = self.new_order()
             self._open.append(order)
             return order, "order_created"
-        order = self._open.pop(rng.randrange(len(self._open)))
+        order = self._open.pop(below(rng, len(self._open)))
         if rng.random() < 0.85:
             self._paid.append(order)
             if len(self._paid) > _PAID_KEPT:

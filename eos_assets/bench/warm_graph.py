@@ -1,0 +1,67 @@
+"""The graph built from empty on a warm local Spark Connect server, the way ``make ui``, the
+demo and the lag sensor's runs use Spark, next to the bench's own session (``--only peer``).
+
+A process holding a classic SparkSession (the bench's) cannot open a Spark Connect one, so the
+runs are ``ingest_and_refresh`` runs in processes of their own, as the sensor launches them;
+the step durations come from each run's event log.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+from deltalake import DeltaTable
+
+from eos_assets.bench import stages
+from eos_assets.bench.lake import BenchLake, RunTimes
+from eos_assets.bench.report import Measurement
+from eos_assets.bench.runs import WARM, execute_stream_job, new_instance, product_env, warm_server
+from eos_assets.lib.errors import EosError
+
+BRONZE_KEY = "orders/bronze/raw_events"
+
+
+def warm_graph_lines(
+    work: Path, bootstrap: str, topic: str, events: int, master: str, slots: int
+) -> list[Measurement]:
+    """Start a local Spark server, warm it with one uncounted build of the whole graph, then
+    build it again into a lake of its own and compare its Spark steps with DuckDB SQL."""
+    with warm_server(work / "spark-server", master) as server:
+        _build(work / "warm-up", bootstrap, topic, server.state, master)
+        root = work / "warm"
+        times = _build(root, bootstrap, topic, server.state, master)
+    lake = BenchLake(root, bootstrap, topic, master)
+    version = DeltaTable(lake.uri("orders", "bronze", "raw_events")).version()
+    times.metadata[BRONZE_KEY] = {"delta_version": version}
+    steps = ", ".join(f"{k.replace('__', '/')} {v:.1f}s" for k, v in times.steps.items())
+    return [
+        Measurement(
+            "graph", f"ingest_and_refresh from empty at {events:,} events, {WARM}", times.wall,
+            "s", detail=f"its process, after one uncounted run on the same server (started in "
+            f"{server.start_s:.1f}s); {steps}",
+            data={"steps": times.steps, "server_start_s": server.start_s},
+        ),
+        stages.peer_line(lake, times, slots, WARM),
+    ]  # fmt: skip
+
+
+def _build(root: Path, bootstrap: str, topic: str, state: Path, master: str) -> RunTimes:
+    """One ``ingest_and_refresh`` run from empty on the server of ``state``; its times."""
+    home = new_instance(root)
+    env = product_env(root, bootstrap, topic, state, master)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        before = len(instance.get_run_records())
+    log = root / "run.log"
+    execute_stream_job(env, log)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records()
+        if len(records) != before + 1:
+            raise EosError(f"the warm graph run did not run once: see {log}")
+        record = max(records, key=lambda r: r.create_timestamp)
+        stats = instance.get_run_step_stats(record.dagster_run.run_id)
+    steps = {
+        s.step_key: round(s.end_time - s.start_time, 2)
+        for s in stats
+        if s.start_time is not None and s.end_time is not None
+    }
+    wall = (record.end_time or 0.0) - (record.start_time or 0.0)
+    return RunTimes(wall, steps)
