@@ -24,8 +24,23 @@ from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
-from eos_assets_tests.components.test_third_stream import declaration, readings
+from eos_assets_tests.components.test_third_stream import readings
 from eos_assets_tests.support.declared import Loader, produce_json
+
+
+def declaration(name: str, topic: str) -> dict:
+    """A small stream of the readings: windows per device, no entity, no KPI."""
+    return {
+        "type": "eos_assets.components.EventStream",
+        "attributes": {
+            "name": name,
+            "topics": [topic],
+            "event_id": {"field": "reading_id"},
+            "event_time": {"field": "at", "format": "epoch_seconds"},
+            "payload": {"device": {"type": "string", "required": True}},
+            "windows": {"dimensions": ["device"], "measures": {"readings": {"agg": "count"}}},
+        },
+    }
 
 
 def _definitions(
@@ -61,9 +76,9 @@ def test_a_stream_without_its_topic_is_skipped_and_one_stream_runs_by_name(
 ) -> None:
     topic = make_topic(partitions=1)
     missing = f"waiting-{uuid.uuid4().hex[:8]}"
-    waiting = declaration(missing)
-    waiting["attributes"]["name"] = "waiting"
-    declared, models = load({"readings": declaration(topic), "waiting": waiting})
+    declared, models = load(
+        {"readings": declaration("readings", topic), "waiting": declaration("waiting", missing)}
+    )
     _, valid = readings()
     produce_json(kafka_bootstrap, topic, valid[:30], partitions=1)
     defs = _definitions(declared, models, kafka_bootstrap, lake_root, tmp_path / "kpis.duckdb")
@@ -73,7 +88,7 @@ def test_a_stream_without_its_topic_is_skipped_and_one_stream_runs_by_name(
     result = every.execute_in_process(instance=instance, raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     done = _materialized(result)
-    assert {"readings/bronze/raw_events", "readings/serving/kpis"} <= done, done
+    assert {"readings/bronze/raw_events", "readings/gold/window_aggregates"} <= done, done
     assert not any(key.startswith("waiting/") for key in done), done
     skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
     assert "waiting__silver__events" in skipped, skipped
