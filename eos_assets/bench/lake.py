@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 import eos_assets.streams
 from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
+from eos_assets.lib import lake_store
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.alerts import AlertsResource
@@ -69,20 +70,27 @@ class BenchLake:
     bootstrap: str
     topic: str
     master: str
+    lake: str | None = None  # the lake root when not ``root/lake`` (an object store's URI)
+
+    @property
+    def lake_root(self) -> str:
+        """Where the Delta tables live."""
+        return self.lake or str(self.root / "lake")
 
     def resources(self) -> dict[str, Any]:
         """The product's resources, pointed at this lake and topic."""
+        options = lake_store.storage_options(self.lake_root, os.environ)
         return {
             "alerts": AlertsResource(),
             "kafka": KafkaResource(bootstrap_servers=self.bootstrap, topics=[self.topic]),
-            "lake": LakeResource(root=str(self.root / "lake")),
+            "lake": LakeResource(root=self.lake_root, storage_options=options),
             "pyspark": LazyPySparkResource(spark_config=spark_config(self.master)),
             "warehouse": WarehouseResource(path=str(self.root / "warehouse.duckdb")),
         }
 
     def uri(self, *key: str) -> str:
         """Location of the table of asset key ``key``."""
-        return LakeResource(root=str(self.root / "lake")).table_uri(*key)
+        return LakeResource(root=self.lake_root).table_uri(*key)
 
     @property
     def warehouse(self) -> Path:

@@ -33,6 +33,8 @@ class BenchOptions:
         profile: profile one ingest and the derived assets instead of measuring.
         peers: also run the systems users would pick instead (Spark Structured Streaming,
             Kafka Streams, kafka-producer-perf-test) on the same data (``peers.py``).
+        lake: an ``s3://`` lake root: measure ingest and the graph from empty there against
+            the local disk instead of the stages (``lake_s3.py``).
     """
 
     events: int = 1_000_000
@@ -51,6 +53,7 @@ class BenchOptions:
     update_doc: Path | None = None
     profile: bool = False
     peers: bool = False
+    lake: str | None = None
 
     def runs(self, stage: str) -> bool:
         """True when ``stage`` is selected."""
@@ -77,6 +80,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add("--update-doc", type=Path, default=None, help="replace the table in this Markdown file")
     add("--profile", action="store_true", help="profile one ingest and the derived assets")
     add("--peers", action="store_true", help="also run SS and Kafka Streams peers")
+    add("--lake", default=None, help="s3://bucket/prefix: S3 against the local disk only")
 
 
 def bench_options(args: argparse.Namespace) -> BenchOptions:
@@ -111,4 +115,5 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
         update_doc=args.update_doc,
         profile=args.profile,
         peers=args.peers,
+        lake=args.lake,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 from pyspark.sql import SparkSession
 
-from eos_assets.bench import chart, compare, memory, peers, stages, structured
+from eos_assets.bench import chart, compare, lake_s3, memory, peers, stages, structured
 from eos_assets.bench.freshness import freshness_stage
 from eos_assets.bench.lake import (
     BRONZE,
@@ -43,9 +43,12 @@ def run_bench(options: BenchOptions) -> BenchReport:
     work.mkdir(parents=True, exist_ok=True)
     try:
         with bench_kafka(work) as (bootstrap, client):
-            if options.only != ("freshness",):
+            if options.lake is not None:
+                for line in lake_s3.lake_stage(options, work, bootstrap, client):
+                    report.add(line)
+            elif options.only != ("freshness",):
                 _measured(options, report, work, bootstrap, client)
-            if options.runs("freshness"):
+            if options.lake is None and options.runs("freshness"):
                 for line in freshness_stage(bootstrap, client, work / "freshness", options):
                     report.add(line)
     finally:

@@ -1,41 +1,27 @@
 """A lake on S3 that cannot be used: bad variables and a store without conditional writes fail
-bronze, the first step that needs the lake, with one line naming what to set, and write
-nothing to the store."""
+bronze's ingest, the first step that needs the lake, with one line naming what to set, and
+write nothing to the store. The ingest runs as ``faults.ingest_once`` on the session's Spark
+Connect server, with this test's environment."""
 
 import os
 from collections.abc import Callable
 
-import dagster as dg
 import pytest
-from dagster_pyspark import LazyPySparkResource
 
-from eos_assets.lib import lake_store
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.faults.harness import one_line
+from eos_assets.settings import Settings
+from eos_assets_tests.faults.harness import FAILED, one_line, run_ingest
 from eos_assets_tests.lake_s3.conftest import objects
 from eos_assets_tests.lake_s3.no_conditional_put import refusing_proxy
-from eos_assets_tests.support.orders import raw_events
-
-NODE = "orders__bronze__raw_events"
 
 
 def bronze_failure(bootstrap: str, topic: str, spark_url: str) -> str:
-    """Materialize bronze with the lake of this environment; return the failure's one line."""
-    root = os.environ["EOS_LAKE_ROOT"]
-    resources = {
-        "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=[topic]),
-        # As the definitions build it: the options derived from this environment.
-        "lake": LakeResource(
-            root=root, storage_options=lake_store.storage_options(root, os.environ)
-        ),
-        "pyspark": LazyPySparkResource(spark_config={"spark.remote": spark_url}),
-    }
-    result = dg.materialize([raw_events], resources=resources, raise_on_error=False)
-    assert not result.success
-    data = result.failure_data_for_node(NODE)
-    assert data is not None and data.user_failure_data is not None, data
-    return data.user_failure_data.description or ""
+    """Run bronze's ingest with the lake of this environment, in a process of its own (a
+    classic session of this test process would refuse a Spark Connect one); return its error.
+    """
+    table = Settings.from_env().table_uri("orders", "bronze", "raw_events")
+    run = run_ingest(bootstrap, topic, table, remote=spark_url, read_timeout=20.0)
+    assert run.returncode == FAILED and run.outcome and not run.outcome["ok"], run.tail()
+    return run.outcome["error"]
 
 
 @pytest.mark.parametrize(
