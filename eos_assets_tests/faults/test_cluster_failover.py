@@ -91,7 +91,7 @@ def test_leader_killed_during_read_in_spark_tasks_costs_a_retry(
     # One partition, enough records that a Spark task reads them in several fetches: it pauses
     # halfway, its leader dies, and it goes on reading from the new leader.
     topic = _topic(kafka_cluster, 1)
-    manifest = produce_to(topic, 20_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
+    manifest = produce_to(topic, 12_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
     gate = tmp_path / "gate"
     gate.mkdir()
     run = start_ingest(
