@@ -6,12 +6,14 @@ commit; each run succeeds, and bronze holds every committed record once (the ora
 """
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
@@ -91,7 +93,7 @@ def test_leader_killed_during_read_in_spark_tasks_costs_a_retry(
     # One partition, enough records that a Spark task reads them in several fetches: it pauses
     # halfway, its leader dies, and it goes on reading from the new leader.
     topic = _topic(kafka_cluster, 1)
-    manifest = produce_to(topic, 20_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
+    manifest = produce_to(topic, 12_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
     gate = tmp_path / "gate"
     gate.mkdir()
     run = start_ingest(
@@ -149,3 +151,81 @@ def test_group_coordinator_killed_during_commit_costs_a_retry(
     verdict = judge(table, manifest)
     ledger.record("3 nodes: group coordinator SIGKILL at commit", 1, verdict.lost, verdict.doubled)
     assert verdict.exact, verdict
+
+
+def _java_hash(text: str) -> int:
+    """Java's ``String.hashCode``: how Kafka places a transactional id in its state topic."""
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h
+
+
+def test_transaction_coordinator_killed_inside_produce_costs_a_retry(
+    kafka_cluster: LiveCluster, tmp_path: Path, ledger: Ledger
+) -> None:
+    """``eos-assets produce`` (its function) loses the broker coordinating its transactions
+    while one is open; it finishes, and Kafka exposes every record it reported committed."""
+    topic = _topic(kafka_cluster, 2)
+    options = ProduceOptions(
+        topic=topic, count=3000, seed=75, rate=300, transaction_size=100, abort_ratio=0.2
+    )
+    state = kafka_cluster.replicas("__transaction_state")
+    coordinator = kafka_cluster.leader(
+        "__transaction_state", (_java_hash(options.identity()) & 0x7FFFFFFF) % len(state)
+    )
+    path = tmp_path / "manifest.jsonl"
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            produce(kafka_cluster.bootstrap, options, path)
+        except BaseException as exc:  # handed to the test thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        time.sleep(3)  # about 900 records in: a transaction is open nearly all the time
+        kafka_cluster.kill(coordinator)
+        thread.join(240)
+    finally:
+        kafka_cluster.revive()
+    assert not failed, failed
+    manifest = read_manifest(path)
+    committed = {(m["partition"], m["offset"]) for m in manifest if m["status"] == "committed"}
+    exposed = _committed_offsets(kafka_cluster.bootstrap, topic)
+    lost, foreign = len(committed - exposed), len(exposed - committed)
+    ledger.record("3 nodes: txn coordinator SIGKILL inside produce", 1, lost, 0)
+    assert len(manifest) == options.count and not lost and not foreign, (lost, foreign)
+
+
+def _committed_offsets(bootstrap: str, topic: str) -> set[tuple[int, int]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"audit-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    found: set[tuple[int, int]] = set()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            positions = consumer.position([TopicPartition(topic, p) for p in partitions])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                break
+            for m in consumer.consume(1000, timeout=1):
+                partition, offset = m.partition(), m.offset()
+                if m.error() is None and partition is not None and offset is not None:
+                    found.add((partition, offset))
+    finally:
+        consumer.close()
+    return found

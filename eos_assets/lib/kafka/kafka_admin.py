@@ -57,7 +57,12 @@ def probe(
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException:
-        admin.poll(0.1)  # serves error_cb
+        # Serves error_cb: what the client reported (it may come a moment late).
+        waited = time.monotonic() + 3.0
+        while errors is not None and time.monotonic() < waited:
+            admin.poll(0.2)
+            if errors:
+                break
         return False
     return True
 

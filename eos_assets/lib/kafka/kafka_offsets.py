@@ -1,6 +1,7 @@
 """Driver-side Kafka calls: partition bounds for planning and the advisory group commit."""
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -13,10 +14,11 @@ from eos_assets.lib.kafka.kafka_admin import (
     quiet_logger,
     topic_metadata,
 )
-from eos_assets.lib.kafka.retry import RETRY_ENV, error_of, with_retry
+from eos_assets.lib.kafka.retry import RETRY_ENV, error_of, retry_seconds, transient, with_retry
 
 log = logging.getLogger(__name__)
 _quiet = quiet_logger(__name__)
+_GROUP_DENIED = KafkaError.GROUP_AUTHORIZATION_FAILED
 
 
 def _consumer(client_config: Mapping[str, str], group_id: str) -> Consumer:
@@ -117,24 +119,35 @@ def commit_advisory(
     if not offsets:
         return True
     consumer = _consumer(client_config, group_id)
+    deadline = time.monotonic() + (retry_seconds() if retry_s is None else retry_s)
     try:
-        with_retry(lambda: consumer.commit(offsets=offsets, asynchronous=False), retry_s)
-        return True
-    except KafkaException as exc:
-        err = error_of(exc)
-        if err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-            log.warning(
-                "advisory commit to group %s not authorized: grant READ on group %s to see the "
-                "positions in lag tools; Delta holds the offsets",
-                group_id,
-                group_id,
-            )
-            return False
-        reason = err.str() if err is not None else str(exc)
-        log.warning(
-            "advisory commit to group %s failed (%s); Delta holds the offsets", group_id, reason
-        )
-        return False
+        while True:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return True
+            except KafkaException as exc:
+                err = error_of(exc)
+            # A group this client may not use never gets a coordinator ("waiting for
+            # coordinator"); the denial itself arrives as a consumer event.
+            events = [m.error() for m in consumer.consume(10, 0.2)]
+            events.append(err)
+            if any(e is not None and e.code() == _GROUP_DENIED for e in events):
+                log.warning(
+                    "advisory commit to group %s not authorized: grant READ on group %s to see "
+                    "the positions in lag tools; Delta holds the offsets",
+                    group_id,
+                    group_id,
+                )
+                return False
+            if err is None or not transient(err) or time.monotonic() > deadline:
+                reason = err.str() if err is not None else "no error code"
+                log.warning(
+                    "advisory commit to group %s failed (%s); Delta holds the offsets",
+                    group_id,
+                    reason,
+                )
+                return False
+            time.sleep(0.5)
     finally:
         consumer.close()
 

@@ -1,0 +1,115 @@
+"""The secured listener of the session's cluster (SASL_SSL, SCRAM-SHA-512, ACLs): an ingest
+runs with exactly the ACLs the README lists, and each missing piece fails with one line that
+names it, commits nothing and never shows the password."""
+
+import logging
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (  # documented; the stub hides the ACL types
+    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
+    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
+)
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from eos_assets.defs.stream import ORDERS
+from eos_assets.devkit import broker, tls
+from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
+from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.spark.java import require_java
+from eos_assets_tests.faults.harness import Ledger, one_line
+from eos_assets_tests.faults.oracle import judge
+from eos_assets_tests.support.cluster import LiveCluster
+
+
+@pytest.fixture(scope="module")
+def secured_topic(
+    kafka_cluster: LiveCluster, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[dict]]:
+    """A topic of orders on the cluster (written through the plaintext listener) and its
+    manifest, shared by the tests of this module."""
+    name = f"orders-secured-{uuid.uuid4().hex[:8]}"
+    broker.ensure_topic(kafka_cluster.bootstrap, name, 2)
+    path = tmp_path_factory.mktemp("secured") / "manifest.jsonl"
+    options = ProduceOptions(topic=name, count=400, seed=81, abort_ratio=0.2, transaction_size=50)
+    produce(kafka_cluster.bootstrap, options, path)
+    return name, read_manifest(path)
+
+
+def _fails(spark: SparkSession, table: str, topic: str, config: dict[str, str]) -> str:
+    with pytest.raises(BrokerError) as failed:
+        ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
+    message = str(failed.value)
+    assert one_line(message), message
+    assert config["sasl.password"] not in message
+    assert not Path(table, "_delta_log").exists() or DeltaTable(table).version() == 0
+    return message
+
+
+def test_ingest_needs_only_read_and_describe_on_the_topic(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    secured_topic: tuple[str, list[dict]],
+    table: str,
+    caplog: pytest.LogCaptureFixture,
+    ledger: Ledger,
+) -> None:
+    """No ACL on any group: the readers' group is never needed (librdkafka looks it up and
+    reports the denial, the readers never commit to it), and the advisory commit to group
+    ``eos-assets`` is a warning naming the ACL."""
+    topic, manifest = secured_topic
+    kafka_cluster.grant("eos-ingest", ResourceType.TOPIC, topic, AclOperation.READ)
+    kafka_cluster.grant("eos-ingest", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    config = kafka_cluster.client("eos-ingest")
+    with caplog.at_level(logging.WARNING):
+        outcome = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
+    assert outcome.version == 1 and not outcome.advisory_committed
+    assert "grant READ on group eos-assets" in caplog.text, caplog.text
+    assert config["sasl.password"] not in caplog.text
+    verdict = judge(table, manifest)
+    ledger.record("SASL_SSL ingest with topic ACLs only", 1, verdict.lost, verdict.doubled)
+    assert verdict.exact, verdict
+
+
+def test_wrong_password_is_an_authentication_failure(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    secured_topic: tuple[str, list[dict]],
+    table: str,
+) -> None:
+    topic, _ = secured_topic
+    config = kafka_cluster.client("eos-ingest", password="not-" + uuid.uuid4().hex)
+    message = _fails(spark, table, topic, config)
+    assert message.startswith("authentication failed for user eos-ingest"), message
+
+
+def test_missing_topic_acls_are_named(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    secured_topic: tuple[str, list[dict]],
+    table: str,
+) -> None:
+    topic, _ = secured_topic
+    nothing = _fails(spark, table, topic, kafka_cluster.client("eos-nobody"))
+    assert f"User:eos-nobody READ and DESCRIBE on topic {topic}" in nothing, nothing
+    # DESCRIBE alone lets the plan read the offsets; the read itself is refused.
+    kafka_cluster.grant("eos-describe", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    no_read = _fails(spark, table, topic, kafka_cluster.client("eos-describe"))
+    assert f"User:eos-describe READ on topic {topic}" in no_read, no_read
+
+
+def test_a_ca_the_client_does_not_trust_is_named(
+    spark: SparkSession,
+    kafka_cluster: LiveCluster,
+    secured_topic: tuple[str, list[dict]],
+    table: str,
+    tmp_path: Path,
+) -> None:
+    topic, _ = secured_topic
+    other = tls.ensure_tls(tmp_path / "other-ca", require_java())
+    config = {**kafka_cluster.client("eos-ingest"), "ssl.ca.location": other.ca_pem}
+    message = _fails(spark, table, topic, config)
+    assert "TLS handshake" in message and "EOS_KAFKA_SSL_CA_LOCATION" in message, message
