@@ -4,7 +4,8 @@ The keeper sensor ``<stream>_keep_continuous_run`` starts a run of ``<stream>_co
 when none of the stream's is active, never a second one. A run killed with SIGKILL stays
 STARTED in the instance (nobody is left to report its end): the keeper tells it from a live
 one by its process (the ``eos/pid`` it tagged, gone or a zombie on this host) or, on another
-host, by a heartbeat older than ``DEAD_AFTER_S``; it marks such a run failed and starts the
+host, by a heartbeat older than ``DEAD_AFTER_S`` (the loop beats between batches, so there a
+batch longer than that is taken for a dead run); it marks such a run failed and starts the
 next one in the same tick.
 
 The lag sensor of a continuous stream launches no ingest; it still measures and records the
@@ -56,8 +57,9 @@ class Continuous:
     def dead(self, now: float) -> str | None:
         """Why this run is dead (its process gone, no heartbeat), or None: it is alive."""
         pid, host = self.run.tags.get(PID), self.run.tags.get(HOST)
-        if pid and host == socket.gethostname() and not _process_alive(int(pid)):
-            return f"its process {pid} is gone"
+        if pid and host == socket.gethostname():
+            # Its process says it all: a batch may take longer than any heartbeat period.
+            return None if _process_alive(int(pid)) else f"its process {pid} is gone"
         since = self.tag(HEARTBEAT) or self.created
         if now - since > DEAD_AFTER_S:
             return f"no heartbeat for {now - since:.0f} s"

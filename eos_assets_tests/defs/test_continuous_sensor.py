@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
-from eos_assets.defs.continuous import HOST, LAST_BATCH, PID, continuous_job
+from eos_assets.defs.continuous import HEARTBEAT, HOST, LAST_BATCH, PID, continuous_job
 from eos_assets.defs.continuous_sensor import (
     STALL_AFTER_S,
     keeper_sensor,
@@ -125,3 +125,12 @@ def test_after_a_failed_run_the_next_waits_but_a_dead_one_is_replaced_at_once(
     assert failed.run_id[:8] in skipped(waiting) and "failed" in skipped(waiting)
     started(instance, pid=dead_pid())  # killed: found dead, replaced in the same tick
     assert len(tick(instance).run_requests or []) == 1
+
+
+def test_a_live_process_in_a_long_batch_is_alive_whatever_its_heartbeat(
+    instance: dg.DagsterInstance,
+) -> None:
+    old = f"{time.time() - 3600:.3f}"
+    run = started(instance, pid=os.getpid(), **{HEARTBEAT: old, LAST_BATCH: old})
+    result = tick(instance)
+    assert not result.run_requests and run.run_id[:8] in skipped(result)
