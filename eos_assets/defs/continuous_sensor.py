@@ -4,7 +4,8 @@ The keeper sensor ``<stream>_keep_continuous_run`` starts a run of ``<stream>_co
 when none of the stream's is active, never a second one. A run killed with SIGKILL stays
 STARTED in the instance (nobody is left to report its end): the keeper tells it from a live
 one by its process (the ``eos/pid`` it tagged, gone or a zombie on this host) or, on another
-host, by a heartbeat older than ``DEAD_AFTER_S``; it marks such a run failed and starts the
+host, by a heartbeat older than ``DEAD_AFTER_S`` (the loop beats between batches, so there a
+batch longer than that is taken for a dead run); it marks such a run failed and starts the
 next one in the same tick.
 
 The lag sensor of a continuous stream launches no ingest; it still measures and records the
@@ -28,6 +29,10 @@ from eos_assets.defs.stream import Stream
 KEEPER = "keep_continuous_run"
 # A run with no heartbeat (or, before its first, no start) for this long is dead.
 DEAD_AFTER_S = 180.0
+# After a continuous run failed (not found dead), the next one starts this much later: a
+# blocking check that keeps failing does not start a run per tick.
+RETRY_AFTER_S = 30.0
+DEAD = "eos/dead"  # tag of a run the keeper found dead and marked failed
 # A live run with no batch for this long while records are pending is the stall's cause.
 STALL_AFTER_S = 60.0
 _ACTIVE = [
@@ -52,8 +57,9 @@ class Continuous:
     def dead(self, now: float) -> str | None:
         """Why this run is dead (its process gone, no heartbeat), or None: it is alive."""
         pid, host = self.run.tags.get(PID), self.run.tags.get(HOST)
-        if pid and host == socket.gethostname() and not _process_alive(int(pid)):
-            return f"its process {pid} is gone"
+        if pid and host == socket.gethostname():
+            # Its process says it all: a batch may take longer than any heartbeat period.
+            return None if _process_alive(int(pid)) else f"its process {pid} is gone"
         since = self.tag(HEARTBEAT) or self.created
         if now - since > DEAD_AFTER_S:
             return f"no heartbeat for {now - since:.0f} s"
@@ -84,6 +90,7 @@ def live_runs(
         if why is None:
             alive.append(found)
             continue
+        instance.add_run_tags(found.run.run_id, {DEAD: why})
         instance.report_run_failed(found.run)
         if log is not None:
             log.warning(f"continuous run {found.run.run_id[:8]} marked failed: {why}")
@@ -123,6 +130,9 @@ def keeper_sensor(stream: Stream, job: dg.JobDefinition) -> dg.SensorDefinition:
             if len(alive) > 1:
                 reason += f"; {len(alive) - 1} more started by hand"
             return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=context.cursor)
+        failed = _failed_recently(context.instance, stream, now)
+        if failed is not None:
+            return dg.SensorResult(skip_reason=dg.SkipReason(failed), cursor=context.cursor)
         launched = int(context.cursor or 0) + 1
         return dg.SensorResult(
             run_requests=[
@@ -135,6 +145,26 @@ def keeper_sensor(stream: Stream, job: dg.JobDefinition) -> dg.SensorDefinition:
         )
 
     return keep_continuous_run
+
+
+def _failed_recently(instance: dg.DagsterInstance, stream: Stream, now: float) -> str | None:
+    """Why the next run waits: the stream's last continuous run failed (not found dead) less
+    than ``RETRY_AFTER_S`` ago; None: start it now."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(job_name=stream.named(CONTINUOUS_JOB)), limit=1
+    )
+    if not records:
+        return None
+    last = records[0]
+    if last.dagster_run.status != dg.DagsterRunStatus.FAILURE or DEAD in last.dagster_run.tags:
+        return None
+    ended = last.end_time or last.create_timestamp.timestamp()
+    if now - ended >= RETRY_AFTER_S:
+        return None
+    return (
+        f"continuous run {last.dagster_run.run_id[:8]} failed {now - ended:.0f} s ago (its log "
+        f"says why): the next one starts {RETRY_AFTER_S:.0f} s after it"
+    )
 
 
 def rest_request(

@@ -333,3 +333,22 @@ def test_the_component_type_and_its_schema_are_registered_for_the_ui() -> None:
         schema["properties"]
     )
     assert "exactly once" in stream["description"]
+
+
+def test_a_continuous_stream_gets_its_loop_and_keeper_and_another_shape_is_refused(
+    load: Loader,
+) -> None:
+    document = orders()
+    document["attributes"]["mode"] = "continuous"
+    defs, streams = load({"orders": document})
+    assert streams[0].mode == "continuous"
+    assert [j.name for j in defs.jobs or []] == ["orders_continuous_kpis"]  # type: ignore[union-attr]
+    assert {s.name for s in defs.sensors or []} == {
+        "orders_ingest_on_kafka_lag",
+        "orders_keep_continuous_run",
+    }
+    other = orders()
+    other["attributes"]["mode"] = "continuous"
+    other["attributes"]["windows"]["measures"]["amount_max"] = {"agg": "max", "of": "amount"}
+    error = refused(load, {"orders": other})
+    assert "mode" in str(error) and "order shape" in str(error)

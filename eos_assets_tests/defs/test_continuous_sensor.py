@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
-from eos_assets.defs.continuous import HOST, LAST_BATCH, PID, continuous_job
+from eos_assets.defs.continuous import HEARTBEAT, HOST, LAST_BATCH, PID, continuous_job
 from eos_assets.defs.continuous_sensor import (
     STALL_AFTER_S,
     keeper_sensor,
@@ -80,8 +80,8 @@ def test_a_live_run_holds_a_dead_one_is_marked_failed_and_replaced_in_the_same_t
     held = tick(instance)
     assert not held.run_requests
     assert alive.run_id[:8] in skipped(held)
-    # Killed by SIGKILL: nobody reported its end, the instance still says STARTED.
     instance.report_run_failed(alive)
+    # The next one is killed by SIGKILL: nobody reports its end, the instance says STARTED.
     killed = started(instance, pid=dead_pid())
     replaced = tick(instance, held.cursor)
     assert len(replaced.run_requests or []) == 1
@@ -113,3 +113,24 @@ def test_a_live_run_without_a_batch_for_too_long_is_the_stall_cause(
     instance.report_run_failed(run)
     started(instance, pid=dead_pid(), **{LAST_BATCH: f"{now - 600:.3f}"})
     assert stall_cause(instance, STREAM, now) is None
+
+
+def test_after_a_failed_run_the_next_waits_but_a_dead_one_is_replaced_at_once(
+    instance: dg.DagsterInstance,
+) -> None:
+    failed = started(instance, pid=os.getpid())
+    instance.report_run_failed(failed)  # its blocking check failed: it ended by itself
+    waiting = tick(instance)
+    assert not waiting.run_requests
+    assert failed.run_id[:8] in skipped(waiting) and "failed" in skipped(waiting)
+    started(instance, pid=dead_pid())  # killed: found dead, replaced in the same tick
+    assert len(tick(instance).run_requests or []) == 1
+
+
+def test_a_live_process_in_a_long_batch_is_alive_whatever_its_heartbeat(
+    instance: dg.DagsterInstance,
+) -> None:
+    old = f"{time.time() - 3600:.3f}"
+    run = started(instance, pid=os.getpid(), **{HEARTBEAT: old, LAST_BATCH: old})
+    result = tick(instance)
+    assert not result.run_requests and run.run_id[:8] in skipped(result)

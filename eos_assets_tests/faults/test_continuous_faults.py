@@ -30,6 +30,7 @@ from eos_assets_tests.faults.test_spark_server_faults import (
     GRACE,
     MIX,
     REPO,
+    RUN_TIMEOUT_S,
     WINDOW,
     DagsterRun,
     Deployment,
@@ -111,10 +112,10 @@ def test_two_continuous_runs_started_at_once_leave_exact_tables(
     line, and after them (and one more batch) every table is exact."""
     d, topic = deployment
     _, manifest = produced(topic, count=900, seed=62, **MIX)
-    loop = {"max_offsets_per_batch": 300, "max_seconds": 12.0}
+    loop = {"max_offsets_per_batch": 300, "max_seconds": 12.0, "max_batches": 2}
     runs = [start(d, loop), start(d, loop)]
     for run in runs:
-        finish(run)
+        finish(run, timeout=2 * RUN_TIMEOUT_S)  # two runs share the server and two cores
     first, second = outcomes(d.home)
     assert first.started < second.ended and second.started < first.ended, "the runs overlapped"
     for run, outcome in zip(runs, (first, second), strict=True):
