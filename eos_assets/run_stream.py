@@ -5,10 +5,16 @@ serving and outbound in the same run) on the Dagster instance of ``DAGSTER_HOME`
 shows up in ``make ui``, and prints one line per asset it materialized.
 """
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 from eos_assets.instance import ensure_instance_config
 from eos_assets.lib.errors import ConfigError, EosError
+
+# The counts each summary line shows, from the asset's materialization metadata.
+_COUNTS = ("records", "malformed", "rows_inserted", "windows_recomputed", "rows")
+_SHOWN = {"late_events": ("late_events",), "entity_state": ("entities_touched",)}
 
 
 def run_stream(name: str) -> str:
@@ -41,12 +47,13 @@ def run_stream(name: str) -> str:
     for event in materialized:
         mat = event.step_materialization_data.materialization
         meta = {k: v.value for k, v in mat.metadata.items()}
-        shown = ", ".join(
-            f"{k} {meta[k]}"
-            for k in ("records", "malformed", "rows_inserted", "windows_recomputed", "rows")
-            if k in meta
-        )
-        lines.append(f"  {mat.asset_key.to_user_string()}" + (f": {shown}" if shown else ""))
+        lines.append(summary_line(mat.asset_key, meta))
     if not materialized:
         lines.append("  nothing materialized: its topics do not exist yet (see the run's log)")
     return "\n".join(lines)
+
+
+def summary_line(key: dg.AssetKey, meta: Mapping[str, object]) -> str:
+    """The summary line of one materialized asset: its key and the counts it reports."""
+    shown = ", ".join(f"{k} {meta[k]}" for k in _SHOWN.get(key.path[-1], _COUNTS) if k in meta)
+    return f"  {key.to_user_string()}" + (f": {shown}" if shown else "")

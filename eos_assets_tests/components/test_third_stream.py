@@ -17,6 +17,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from eos_assets.lib.kafka.kafka_admin import ensure_topic
+from eos_assets.run_stream import summary_line
 from eos_assets_tests.support.declared import Loader, produce_json, run_stream
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z, epoch seconds
@@ -138,6 +139,18 @@ def test_a_stream_declared_in_a_test_is_materialized_end_to_end(
         (devices,) = con.execute("SELECT devices FROM readings.devices").fetchone() or (None,)
     assert served == {d: sum(v["device"] == d for v in valid) for d in ("d0", "d1", "d2")}
     assert devices == 3
+
+    # `eos-assets run` prints a count for every table, these two included.
+    mats = [
+        e.step_materialization_data.materialization
+        for e in result.get_asset_materialization_events()
+    ]
+    lines = {
+        m.asset_key.path[-1]: summary_line(m.asset_key, {k: v.value for k, v in m.metadata.items()})
+        for m in mats
+    }
+    assert lines["entity_state"].endswith(f"silver/entity_state: entities_touched {len(state)}")
+    assert lines["late_events"].endswith("gold/late_events: late_events 0"), lines
 
 
 def test_a_topic_pattern_reads_every_matching_topic_and_new_ones_at_the_next_run(
