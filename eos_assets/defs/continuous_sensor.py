@@ -22,7 +22,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from eos_assets.defs.checks import OFFSETS_CONTIGUOUS
 from eos_assets.defs.continuous import CONTINUOUS_JOB, HEARTBEAT, HOST, LAST_BATCH, PID
+from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE
 from eos_assets.defs.jobs import STREAM_TAG, stream_selection
 from eos_assets.defs.stream import Stream
 
@@ -171,10 +173,13 @@ def rest_request(
     context: dg.SensorEvaluationContext, stream: Stream, served: dg.AssetKey
 ) -> dg.RunRequest | None:
     """A run of the stream's assets off the KPI path, once per silver/events materialization
-    (its time is the run key); None when silver has none yet or the graph lacks them."""
+    (its time is the run key); None when silver has none yet, the graph lacks them, or a
+    blocking check of the path did not pass its latest evaluation (what follows would read
+    the table it failed on, as ``all_deps_blocking_checks_passed`` keeps it from in sensor
+    mode)."""
     repository = context.repository_def
     latest = context.instance.get_latest_materialization_event(stream.events)
-    if repository is None or latest is None:
+    if repository is None or latest is None or not blocking_checks_passed(context.instance, stream):
         return None
     graph = repository.asset_graph
     path = dg.AssetSelection.assets(served).upstream().required_multi_asset_neighbors()
@@ -188,6 +193,19 @@ def rest_request(
         asset_selection=assets,
         asset_check_keys=sorted(rest.resolve_checks(graph)),
     )
+
+
+def blocking_checks_passed(instance: dg.DagsterInstance, stream: Stream) -> bool:
+    """Whether the latest evaluations of the continuous path's blocking checks both passed."""
+    keys = (
+        dg.AssetCheckKey(stream.raw_events, OFFSETS_CONTIGUOUS),
+        dg.AssetCheckKey(stream.events, EVENT_ID_UNIQUE),
+    )
+    for key in keys:
+        records = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+        if not records or records[0].status.value != "SUCCEEDED":
+            return False
+    return True
 
 
 def _process_alive(pid: int) -> bool:

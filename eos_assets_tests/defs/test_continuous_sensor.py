@@ -11,13 +11,16 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
+from eos_assets.defs.checks import OFFSETS_CONTIGUOUS
 from eos_assets.defs.continuous import HEARTBEAT, HOST, LAST_BATCH, PID, continuous_job
 from eos_assets.defs.continuous_sensor import (
     STALL_AFTER_S,
+    blocking_checks_passed,
     keeper_sensor,
     live_runs,
     stall_cause,
 )
+from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE
 from eos_assets.defs.stream import ORDERS
 
 STREAM = ORDERS
@@ -134,3 +137,23 @@ def test_a_live_process_in_a_long_batch_is_alive_whatever_its_heartbeat(
     run = started(instance, pid=os.getpid(), **{HEARTBEAT: old, LAST_BATCH: old})
     result = tick(instance)
     assert not result.run_requests and run.run_id[:8] in skipped(result)
+
+
+def evaluated(instance: dg.DagsterInstance, key: dg.AssetKey, name: str, passed: bool) -> None:
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(asset_key=key, check_name=name, passed=passed)
+    )
+
+
+def test_the_rest_of_the_graph_follows_only_while_the_blocking_checks_pass(
+    instance: dg.DagsterInstance,
+) -> None:
+    assert not blocking_checks_passed(instance, STREAM)
+    evaluated(instance, STREAM.raw_events, OFFSETS_CONTIGUOUS, True)
+    evaluated(instance, STREAM.events, EVENT_ID_UNIQUE, True)
+    assert blocking_checks_passed(instance, STREAM)
+    evaluated(instance, STREAM.events, EVENT_ID_UNIQUE, False)
+    assert not blocking_checks_passed(instance, STREAM)
+    evaluated(instance, STREAM.events, EVENT_ID_UNIQUE, True)
+    evaluated(instance, STREAM.raw_events, OFFSETS_CONTIGUOUS, False)
+    assert not blocking_checks_passed(instance, STREAM)
