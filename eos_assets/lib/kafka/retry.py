@@ -75,8 +75,12 @@ def retry_seconds(env: Mapping[str, str] | None = None) -> float:
 
 
 def transient(err: KafkaError) -> bool:
-    """True when ``err`` is what a client sees while a broker dies or a leadership moves."""
-    if err.fatal() or err.code() in _PERMANENT:
+    """True when ``err`` is what a client sees while a broker dies or a leadership moves.
+
+    An error after which the transaction can only be aborted is never transient: retrying its
+    commit would hold the partition's last stable offset back for nothing.
+    """
+    if err.fatal() or err.txn_requires_abort() or err.code() in _PERMANENT:
         return False
     return err.code() in _TRANSIENT or err.retriable()
 
