@@ -40,7 +40,7 @@ def run_stream(name: str) -> str:
     )
     if not result.success:
         failure = next((e for e in result.all_events if e.is_failure), None)
-        message = failure.message if failure is not None else "see the run in `make ui`"
+        message = failure_line(failure) if failure is not None else "see the run in `make ui`"
         raise EosError(f"the run {result.run_id} of stream {name} failed: {message}")
     materialized = result.get_asset_materialization_events()
     lines = [f"stream {name}: run {result.run_id} succeeded, {len(materialized)} assets"]
@@ -51,6 +51,21 @@ def run_stream(name: str) -> str:
     if not materialized:
         lines.append("  nothing materialized: its topics do not exist yet (see the run's log)")
     return "\n".join(lines)
+
+
+def failure_line(event: dg.DagsterEvent) -> str:
+    """The product's line of a failure event: a step's ``dg.Failure`` description, else the
+    error's message, else Dagster's own (``Execution of step ... failed.``)."""
+    if event.is_step_failure:
+        data = event.step_failure_data
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            return data.user_failure_data.description
+        error = data.error
+        while error is not None and error.cause is not None:  # the user code's own error
+            error = error.cause
+        if error is not None:
+            return error.message.strip()
+    return event.message or "see the run in `make ui`"
 
 
 def summary_line(key: dg.AssetKey, meta: Mapping[str, object]) -> str:
