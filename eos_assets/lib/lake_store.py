@@ -30,16 +30,6 @@ from deltalake.exceptions import CommitFailedError
 from eos_assets.lib.errors import ConfigError
 
 S3_SCHEMES = ("s3://", "s3a://")
-# The variables a lake on S3 reads (README, "The lake on object storage").
-AWS_VARIABLES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ALLOW_HTTP",
-    "AWS_PROFILE",
-)
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -83,12 +73,14 @@ def storage_options(root: str, env: Mapping[str, str]) -> dict[str, str]:
     return options
 
 
-def spark_settings(root: str, env: Mapping[str, str], cluster: bool = False) -> dict[str, str]:
+def spark_settings(root: str, env: Mapping[str, str]) -> dict[str, str]:
     """Spark's s3a settings for the lake at ``root`` (none for a local lake).
 
-    The driver's S3A reads the credentials from the environment (its default provider chain:
-    keys, then instance credentials). ``cluster``: the executors run elsewhere, so the AWS
-    variables set here go to them too (``spark.executorEnv.*``: Spark's UI redacts secrets).
+    S3A reads the credentials from the environment (its default provider chain: keys, then
+    instance credentials). The store's address goes to the executors (``spark.executorEnv.*``)
+    but never a credential: these settings become the Spark resource's config, which the UI
+    shows, and the Spark server's command line. Executors of a cluster take theirs from their
+    own environment or instance profile.
     """
     if not is_s3(root):
         return {}
@@ -104,8 +96,7 @@ def spark_settings(root: str, env: Mapping[str, str], cluster: bool = False) -> 
         settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(secure).lower()
     if region := _region(env):
         settings["spark.hadoop.fs.s3a.endpoint.region"] = region
-    passed = AWS_VARIABLES if cluster else ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP")
-    for name in passed:
+    for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP"):
         if value := env.get(name):
             settings[f"spark.executorEnv.{name}"] = value
     return settings

@@ -113,6 +113,5 @@ def spark_config(
         s3_jars = jars.classpath("s3")
         config["spark.driver.extraClassPath"] = s3_jars
         config["spark.executor.extraClassPath"] = s3_jars
-        cluster = local_slots(master) is None
-        config |= lake_store.spark_settings(root, os.environ, cluster=cluster)
+        config |= lake_store.spark_settings(root, os.environ)
     return config
