@@ -6,9 +6,11 @@ from typing import Any
 import dagster as dg
 from confluent_kafka.admin import AdminClient
 from dagster_pyspark import LazyPySparkResource
+from deltalake.exceptions import TableNotFoundError
 from pydantic import Field
 
 from eos_assets.defs.stream import BRONZE, Stream
+from eos_assets.lib.delta import delta_io
 from eos_assets.lib.errors import BrokerError, EosError, TopicMissingError
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.kafka_admin import quiet_logger, topic_metadata
@@ -82,6 +84,14 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         topics: list[str] = []
         try:
             topics = kafka.topics_for(stream.topics, stream.topic_pattern)
+            if not topics and _holds_records(table_uri, lake.storage_options):
+                raise dg.Failure(
+                    description=f"{stream.name}: no topic matches topic_pattern "
+                    f"{stream.topic_pattern!r} on {client_config.get('bootstrap.servers')}, "
+                    f"but {stream.raw_events.to_user_string()} holds records read from it: "
+                    "check EOS_KAFKA_BOOTSTRAP (another cluster?) and that the user may "
+                    "DESCRIBE the topics"
+                )
             if not topics:
                 context.log.warning(
                     f"{stream.name}: skipped: no topic matches topic_pattern "
@@ -98,7 +108,11 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
                 contract=stream.contract,
             )
         except TopicMissingError as exc:
-            if _none_exists(topics, client_config):
+            # A stream whose topics are not created yet is skipped; one that bronze has read
+            # before has lost them (another cluster, a deleted topic): that fails.
+            if _none_exists(topics, client_config) and not _holds_records(
+                table_uri, lake.storage_options
+            ):
                 context.log.warning(
                     f"{stream.name}: skipped: {exc.topic!r} does not exist on {exc.bootstrap} yet "
                     "(the stream's first producer creates it)"
@@ -148,6 +162,14 @@ def ingest_metadata(
         "seconds": dg.MetadataValue.json({k: round(v, 3) for k, v in outcome.seconds.items()}),
         "table_uri": table_uri,
     }
+
+
+def _holds_records(table_uri: str, storage_options: Mapping[str, str]) -> bool:
+    """Whether the bronze table at ``table_uri`` exists and holds data files."""
+    try:
+        return bool(delta_io.load(table_uri, storage_options).file_uris())
+    except TableNotFoundError:
+        return False
 
 
 def _none_exists(topics: Sequence[str], client_config: Mapping[str, str]) -> bool:

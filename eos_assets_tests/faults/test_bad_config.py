@@ -130,6 +130,11 @@ def test_missing_topic(
     skipped = materialized(kafka_bootstrap, [missing], str(fresh))
     assert skipped.success and not skipped.get_asset_materialization_events()
     assert not fresh.exists()
+    # A bronze table that holds records lost every topic of its stream (another cluster, a
+    # deleted topic): that fails, it is not a new stream to skip.
+    gone = failure(kafka_bootstrap, [missing], root)
+    assert one_line(gone) and f"topic {missing!r} does not exist" in gone, gone
+    assert snapshot(uri) == before
     ledger.record("config: missing topic", 2, note=message)
 
 
