@@ -46,7 +46,8 @@ def partition_bounds(
     With ``isolation.level=read_committed`` the broker reports the last stable offset as the
     end, never the high watermark: a range that ended inside an open transaction would never
     complete. A broker that dies meanwhile costs a retry: transient errors (a leader gone, a
-    leadership moving) are retried for up to ``retry_s`` seconds (``EOS_KAFKA_RETRY_SECONDS``).
+    leadership moving) are retried for up to ``retry_s`` seconds (``EOS_KAFKA_RETRY_SECONDS``)
+    in all: one budget for every partition, not one each.
 
     Raises:
         BrokerError: nothing listens at the bootstrap address, or a partition's offsets could
@@ -57,6 +58,7 @@ def partition_bounds(
     # A refused connection fails here at once; librdkafka alone would retry until the timeout.
     check_reachable(bootstrap, client_config, timeout_s)
     consumer = _consumer(client_config, group_id)
+    deadline = time.monotonic() + (retry_seconds() if retry_s is None else retry_s)
     try:
         bounds: dict[tuple[str, int], tuple[int, int]] = {}
         for topic in topics:
@@ -73,7 +75,7 @@ def partition_bounds(
                         lambda tp=tp: consumer.get_watermark_offsets(
                             tp, timeout=timeout_s, cached=False
                         ),
-                        retry_s,
+                        max(0.0, deadline - time.monotonic()),
                     )
                 except KafkaException as exc:
                     reason = exc.args[0].str() if error_of(exc) else str(exc)
