@@ -89,18 +89,24 @@ def start_cluster(
     tls = security.ensure_tls(data_dir / "tls", java) if users is not None else None
     secure: list[int] = []
     procs = []
-    for i, (folder, (port, controller)) in enumerate(zip(folders, ports, strict=True), 1):
-        (folder / "cluster.id").write_text(shared_id)
-        extra = dict(overrides or {})
-        if tls is not None:
-            taken = {p for pair in ports for p in pair} | set(secure)
-            secure.append(security.secure_port(folder, taken))
-            extra = {**security.listener_properties(port, secure[-1], controller, tls), **extra}
-        properties = _write_node(folder, i, port, controller, voters, extra)
-        if not (folder / "logs" / "meta.properties").exists():
-            scram = security.scram_arguments(users or {})
-            broker.format_storage(java, classpath, folder, properties, scram)
-        procs.append(broker.launch(java, classpath, folder, properties, heap))
+    try:
+        for i, (folder, (port, controller)) in enumerate(zip(folders, ports, strict=True), 1):
+            (folder / "cluster.id").write_text(shared_id)
+            extra = dict(overrides or {})
+            if tls is not None:
+                taken = {p for pair in ports for p in pair} | set(secure)
+                secure.append(security.secure_port(folder, taken))
+                extra = {**security.listener_properties(port, secure[-1], controller, tls), **extra}
+            properties = _write_node(folder, i, port, controller, voters, extra)
+            if not (folder / "logs" / "meta.properties").exists():
+                scram = security.scram_arguments(users or {})
+                broker.format_storage(java, classpath, folder, properties, scram)
+            procs.append(broker.launch(java, classpath, folder, properties, heap))
+    except BaseException:
+        # A node that failed to format or launch: the ones already started stop with it.
+        for proc in procs:
+            proc.kill()
+        raise
     info = ClusterInfo(
         bootstrap=",".join(f"127.0.0.1:{p}" for p, _ in ports),
         nodes=tuple(
