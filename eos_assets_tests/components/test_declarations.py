@@ -342,7 +342,8 @@ def test_a_continuous_stream_gets_its_loop_and_keeper_and_another_shape_is_refus
     document["attributes"]["mode"] = "continuous"
     defs, streams = load({"orders": document})
     assert streams[0].mode == "continuous"
-    assert [j.name for j in defs.jobs or []] == ["orders_continuous_kpis"]  # type: ignore[union-attr]
+    jobs = [j.name for j in defs.jobs or []]  # type: ignore[union-attr]
+    assert jobs == ["orders__ingest_and_refresh", "orders_continuous_kpis"]
     assert {s.name for s in defs.sensors or []} == {
         "orders_ingest_on_kafka_lag",
         "orders_keep_continuous_run",
