@@ -1,11 +1,9 @@
 """Fixtures of the lake on S3: one S3Proxy per test session, a lake prefix per test, and one
 Spark Connect server per session started with the lake's variables (s3a jars and settings)."""
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pyarrow.fs as pafs
 import pytest
@@ -51,7 +49,9 @@ def s3_lake(s3_server: s3server.S3Info, monkeypatch: pytest.MonkeyPatch) -> str:
 def s3_spark(s3_server: s3server.S3Info, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a local Spark Connect server (2 task slots) started as `eos-assets spark up`
     is with the lake on the session's S3 server."""
-    with mock.patch.dict(os.environ, s3_server.env(prefix="spark")):
+    with pytest.MonkeyPatch.context() as patched:  # the lake's variables, for the start only
+        for name, value in s3_server.env(prefix="spark").items():
+            patched.setenv(name, value)
         info = spark_server.start_server(tmp_path_factory.mktemp("spark-s3"), "local[2]")
     yield info.run_url()
     spark_server.stop_server(info)
