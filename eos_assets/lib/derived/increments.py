@@ -76,14 +76,16 @@ class Increment:
         return 0 if self.consumed is None else self.consumed + 1
 
 
-def load_upstream(uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable:
-    """The latest snapshot of an upstream table.
+def load_upstream(
+    uri: str, storage_options: Mapping[str, str] | None = None, version: int | None = None
+) -> DeltaTable:
+    """The snapshot of an upstream table at ``version`` (None: the latest).
 
     Raises:
         EosError: the table does not exist yet (materialize the upstream asset first).
     """
     try:
-        return DeltaTable(uri, storage_options=dict(storage_options or {}))
+        return DeltaTable(uri, version=version, storage_options=dict(storage_options or {}))
     except TableNotFoundError as exc:
         raise EosError(
             f"the upstream table {uri} does not exist yet: materialize it first "

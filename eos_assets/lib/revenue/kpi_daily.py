@@ -17,6 +17,7 @@ from datetime import date
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,8 +46,10 @@ def update_kpi_daily(
     kpi_uri: str,
     customers_uri: str,
     storage_options: dict[str, str] | None = None,
+    upto: int | None = None,
 ) -> KpiOutcome:
-    """Add the new silver rows to their days' KPIs (and their customers to the day's set).
+    """Add the new silver rows to their days' KPIs (and their customers to the day's set),
+    up to silver version ``upto`` (None: the latest).
 
     Raises:
         EosError: silver was rewritten or its log is gone, or commits kept conflicting.
@@ -60,7 +63,13 @@ def update_kpi_daily(
     delta_io.ensure_table(customers_uri, CUSTOMERS_SCHEMA, storage_options=storage_options)
 
     table = incremental.Derived(
-        "gold/kpi_daily", kpi_uri, events_uri, APP, storage_options, companions=(customers_uri,)
+        "gold/kpi_daily",
+        kpi_uri,
+        events_uri,
+        APP,
+        storage_options,
+        companions=(customers_uri,),
+        upto=upto,
     )
     return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, a, o))
 
@@ -74,7 +83,7 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome
         (r["day"], r["currency"]): r.asDict() for r in counters(new, ["day", "currency"]).collect()
     }
     added, missing, outcome.set_rows_read = _new_customers(
-        spark, new, customers_dt, sorted({k[0] for k in batch}), increment.consumed
+        new, customers_dt, sorted({k[0] for k in batch}), increment.consumed
     )
     rows = _daily_rows(dt, batch, added)
     for row in rows:
@@ -105,26 +114,32 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome
 
 
 def _new_customers(
-    spark: SparkSession,
-    new: DataFrame,
-    customers_dt: DeltaTable,
-    days: list[date],
-    consumed: int | None,
+    new: DataFrame, customers_dt: DeltaTable, days: list[date], consumed: int | None
 ) -> tuple[dict[tuple, int], pa.Table, int]:
     """Per (day, currency): customers of ``new`` not seen up to silver version ``consumed``;
     the set rows still missing (a crashed earlier attempt may have committed some); and the
-    number of set rows read."""
+    number of set rows read.
+
+    The batch's customers come from Spark (one job); the days' set is read with delta-rs and
+    compared in Arrow: it is small (one row per customer and day), and reading it with Spark
+    would cost a job per comparison over a file per earlier batch.
+    """
     seen = (
         new.where(F.col("customer_id").isNotNull())
         .groupBy("day", "currency", "customer_id")
         .agg(F.min("silver_version").alias("silver_version"))
+        .toArrow()
+        .select(CUSTOMERS_SCHEMA.names)
+        .cast(CUSTOMERS_SCHEMA)
     )
-    known, read = _customers(spark, customers_dt, days)
-    before = known.where(F.col("silver_version") <= F.lit(-1 if consumed is None else consumed))
+    known, read = _customers(customers_dt, days)
     key = ["day", "currency", "customer_id"]
-    fresh = seen.join(before, key, "left_anti").groupBy("day", "currency").count().collect()
-    missing = seen.join(known, key, "left_anti").toArrow()
-    added = {(r["day"], r["currency"]): int(r["count"]) for r in fresh}
+    limit = -1 if consumed is None else consumed
+    before = known.filter(pc.field("silver_version") <= limit).select(key)
+    fresh = seen.join(before, key, join_type="left anti")
+    counted = fresh.group_by(["day", "currency"]).aggregate([("customer_id", "count")])
+    added = {(r["day"], r["currency"]): int(r["customer_id_count"]) for r in counted.to_pylist()}
+    missing = seen.join(known.select(key), key, join_type="left anti")
     return added, missing.select(CUSTOMERS_SCHEMA.names).cast(CUSTOMERS_SCHEMA), read
 
 
@@ -154,12 +169,11 @@ def _daily_rows(
     return rows
 
 
-def _customers(spark: SparkSession, dt: DeltaTable, days: list[date]) -> tuple[DataFrame, int]:
+def _customers(dt: DeltaTable, days: list[date]) -> tuple[pa.Table, int]:
     """The customer set rows of ``days`` (files pruned by the ``day`` statistics), and the
     number of rows in the files read."""
     if not days:
-        return delta_io.read_spark(spark, [], CUSTOMERS_SCHEMA), 0
+        return CUSTOMERS_SCHEMA.empty_table(), 0
     predicate = f"day IN ({', '.join(repr(d.isoformat()) for d in days)})"
-    files = delta_io.data_files(dt, predicate)
-    rows = delta_io.read_spark(spark, [f.uri for f in files], CUSTOMERS_SCHEMA)
-    return rows.where(F.col("day").isin(days)), sum(f.records for f in files)
+    rows = delta_io.read_rows(dt, CUSTOMERS_SCHEMA, predicate)
+    return rows.filter(pc.field("day").isin(days)), rows.num_rows

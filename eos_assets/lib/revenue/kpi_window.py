@@ -40,8 +40,10 @@ def update_kpi_window(
     kpi_uri: str,
     size: timedelta,
     storage_options: dict[str, str] | None = None,
+    upto: int | None = None,
 ) -> KpiOutcome:
-    """Recompute the KPI windows touched by new silver rows.
+    """Recompute the KPI windows touched by new silver rows, up to silver version ``upto``
+    (None: the latest).
 
     Raises:
         EosError: the window size differs from the table's, silver was rewritten, or
@@ -64,7 +66,7 @@ def update_kpi_window(
             )
 
     table = incremental.Derived(
-        "gold/kpi_window", kpi_uri, events_uri, APP, storage_options, check=check
+        "gold/kpi_window", kpi_uri, events_uri, APP, storage_options, check=check, upto=upto
     )
     return incremental.run(table, KpiOutcome, lambda a, o: _step(spark, size_us, a, o))
 
