@@ -25,6 +25,7 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from eos_assets.defs.continuous_batch import Batches, Event
+from eos_assets.defs.continuous_worker import KpiWorker
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.ingest.ingest import IngestOptions
@@ -94,26 +95,35 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             timedelta(minutes=config.window_minutes),
         )  # fmt: skip
         done, beat = 0, 0.0
+        worker = KpiWorker(batches)
         # The first pass brings the path up to bronze even with nothing pending: a run that
         # died after a commit left the tables after it behind.
         catch_up = True
-        while done < config.max_batches and time.monotonic() - began < config.max_seconds:
-            if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
-                beat = time.monotonic()
-                _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
-            ingested = batches.ingest()
-            if ingested.version is None and not catch_up:
-                time.sleep(config.poll_s)
-                continue
-            catch_up = False
-            took: dict[str, float] = {}
-            yield from batches.downstream(ingested, took)
-            done += 1
-            _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
-            context.log.info(
-                f"batch {done}: {ingested.records} records, seconds "
-                + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
-            )
+        try:
+            while done < config.max_batches and time.monotonic() - began < config.max_seconds:
+                yield from worker.drain(context.log.info)
+                if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
+                    beat = time.monotonic()
+                    _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
+                ingested = batches.ingest()
+                if ingested.version is None and not catch_up:
+                    time.sleep(config.poll_s)
+                    continue
+                catch_up = False
+                took: dict[str, float] = {}
+                yield from batches.front(ingested, took)
+                worker.submit(batches.proven_silver)
+                done += 1
+                _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
+                context.log.info(
+                    f"batch {done}: {ingested.records} records, seconds "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
+                )
+        except Exception:
+            # The KPI pass in flight consumes a proven version: let it finish and log it.
+            yield from worker.close(context.log.info)
+            raise
+        yield from worker.close(context.log.info)
         context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
         yield dg.Output(done, metadata={"batches": done})
 

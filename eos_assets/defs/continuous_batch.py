@@ -35,6 +35,7 @@ from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
+from eos_assets.lib.revenue.kpi import KpiOutcome
 from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
 from eos_assets.lib.revenue.kpi_window import update_kpi_window
 from eos_assets.lib.serving import serving
@@ -44,6 +45,15 @@ from eos_assets.resources.warehouse import WarehouseResource
 
 # What a batch yields, as its asset or check would have.
 Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
+
+
+@dataclass(frozen=True)
+class KpiPass:
+    """What one pass over the KPI tables and their serving did."""
+
+    window: KpiOutcome
+    daily: KpiOutcome
+    served: serving.MirrorOutcome
 
 
 @dataclass
@@ -61,6 +71,10 @@ class Batches:
     window: timedelta
     proven: dict[dg.AssetCheckKey, Checked | None] = field(default_factory=dict)
     failed: dg.AssetCheckEvaluation | None = None
+    # The silver version the last passing event_id_unique evaluation proved: the KPI steps
+    # consume up to it and no further, whatever silver holds by then.
+    proven_silver: int | None = None
+    serve_pending: bool = True  # the first KPI pass serves even when nothing changed
 
     def __post_init__(self) -> None:
         for key in (self.contiguous, self.unique):
@@ -93,14 +107,15 @@ class Batches:
             )
         )
 
-    def downstream(self, ingested: IngestOutcome, took: dict[str, float]) -> Iterator[Event]:
-        """Bronze's commit (if any), then every table of the path brought up to bronze: the
-        event of each step as it is done; ``took`` gets each step's seconds.
+    def front(self, ingested: IngestOutcome, took: dict[str, float]) -> Iterator[Event]:
+        """Bronze's commit (if any), its blocking check, silver/events brought up to bronze and
+        its blocking check: the event of each step as it is done; ``took`` gets each step's
+        seconds. Afterwards ``proven_silver`` is the silver version the check proved.
 
         Raises:
             dg.Failure: a blocking check failed (its one line), or a step failed in one line.
         """
-        stream, keys = self.stream, OrderKpiKeys.of(self.stream)
+        stream = self.stream
         if ingested.version is not None:
             took["ingest"] = ingested.seconds.get("total", 0.0)
             yield self._materialized(
@@ -124,11 +139,22 @@ class Batches:
                 )
             ),
         )
-        yield self._materialized(stream.events, events_metadata(self.context, events))
+        if events.version is not None:
+            yield self._materialized(stream.events, events_metadata(self.context, events))
         yield self._timed(
             took, "check_event_ids", lambda: self._check(self.unique, self._unique_ids)
         )
         self._stop_if_failed()
+
+    def kpis(self, upto: int | None, took: dict[str, float]) -> "KpiPass | None":
+        """The revenue KPI tables brought up to silver version ``upto`` (one a blocking check
+        proved), then their DuckDB serving; None when there was nothing to do. Makes no
+        Dagster call: it runs in the KPI worker's thread (``kpi_events`` logs the pass).
+
+        Raises:
+            dg.Failure: a step failed, in one line.
+        """
+        stream, keys = self.stream, OrderKpiKeys.of(self.stream)
         window = self._timed(
             took,
             "kpi_window",
@@ -139,10 +165,10 @@ class Batches:
                     self.uri(keys.kpi_window),
                     self.window,
                     self.lake.storage_options,
+                    upto=upto,
                 )
             ),
         )
-        yield self._materialized(keys.kpi_window, kpi_metadata(self.context, window))
         daily = self._timed(
             took,
             "kpi_daily",
@@ -153,14 +179,13 @@ class Batches:
                     self.uri(keys.kpi_daily),
                     self.uri(keys.kpi_daily_customers),
                     self.lake.storage_options,
+                    upto=upto,
                 )
             ),
         )
-        yield self._materialized(keys.kpi_daily, kpi_metadata(self.context, daily))
-        yield self._materialized(
-            keys.kpi_daily_customers,
-            {"delta_version": daily.customers_version, "new_customer_days": daily.new_customers},
-        )
+        if window.version is None and daily.version is None and not self.serve_pending:
+            return None
+        self.serve_pending = False
         tables = served_tables(keys, self.lake)
         served = self._timed(
             took,
@@ -169,8 +194,22 @@ class Batches:
                 lambda: serving.serve(self.warehouse.path, tables, self.lake.storage_options)
             ),
         )
+        return KpiPass(window, daily, served)
+
+    def kpi_events(self, done: "KpiPass") -> Iterator[Event]:
+        """A KPI pass's materializations, as the KPI assets would have logged them."""
+        keys = OrderKpiKeys.of(self.stream)
+        yield self._materialized(keys.kpi_window, kpi_metadata(self.context, done.window))
+        yield self._materialized(keys.kpi_daily, kpi_metadata(self.context, done.daily))
         yield self._materialized(
-            keys.serving_kpi, serving_metadata(self.context, served, self.warehouse.path)
+            keys.kpi_daily_customers,
+            {
+                "delta_version": done.daily.customers_version,
+                "new_customer_days": done.daily.new_customers,
+            },
+        )
+        yield self._materialized(
+            keys.serving_kpi, serving_metadata(self.context, done.served, self.warehouse.path)
         )
 
     def _contiguity(self, checked: Checked | None) -> Any:
@@ -181,6 +220,7 @@ class Batches:
         dt = delta_io.load(self.uri(self.stream.events), self.lake.storage_options)
         report = unique_ids(dt, checked, dict(self.lake.storage_options or {}))
         report.counts.update(Checked.of(dt).metadata())
+        self.proven_silver = dt.version()
         return report
 
     def _check(
