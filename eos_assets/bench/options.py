@@ -21,6 +21,7 @@ class BenchOptions:
         batch: events of the incremental batch added on top of each.
         freshness_s: how long the steady stream of the freshness stage lasts.
         rate: events per second of that stream.
+        fast_rate: events per second of the continuous stream's second, shorter run (0: none).
         backlog: events of the freshness stage's timed run and of its demo.
         producers: producer processes for the bulk streams.
         repeats: passes of each ingest variant (best one counts).
@@ -42,6 +43,7 @@ class BenchOptions:
     batch: int = 100_000
     freshness_s: float = 180.0
     rate: float = 2000.0
+    fast_rate: float = 20000.0
     backlog: int = 20_000
     producers: int = 2
     repeats: int = 3
@@ -69,6 +71,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add("--batch", type=int, default=d.batch, help="events of the incremental batch")
     add("--freshness-seconds", type=float, default=d.freshness_s, help="steady stream length")
     add("--rate", type=float, default=d.rate, help="events/s of the steady stream")
+    add("--fast-rate", type=float, default=d.fast_rate,
+        help="events/s of the continuous stream's second run (0: skip it)")  # fmt: skip
     add("--backlog", type=int, default=d.backlog, help="events of the timed run and the demo")
     add("--producers", type=int, default=d.producers, help="producer processes for bulk data")
     add("--repeats", type=int, default=d.repeats, help="passes of each ingest variant")
@@ -104,6 +108,7 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
         batch=args.batch,
         freshness_s=args.freshness_seconds,
         rate=args.rate,
+        fast_rate=args.fast_rate,
         backlog=args.backlog,
         producers=args.producers,
         repeats=args.repeats,

@@ -179,13 +179,18 @@ def latency_lines(
             f"{ss.detail['batches']} batches; a window is written once the watermark (event "
             "time - 10 min) passes its end",
         ),
-        _latency_line(
-            KS_LATENCY, ks, rate,
-            f"commit.interval.ms {ks.detail['commit_ms']} (its exactly_once_v2 default), other "
-            f"settings its defaults; {ks.detail['updates']:,} count updates read; "
-            f"dropped-records-total {ks.detail['dropped']:,}",
-        ),
+        ks_line(ks, rate),
     ]  # fmt: skip
+
+
+def ks_line(ks: LatencyRun, rate: float) -> Measurement:
+    """The Kafka Streams peer's event -> count latency line."""
+    return _latency_line(
+        KS_LATENCY, ks, rate,
+        f"commit.interval.ms {ks.detail['commit_ms']} (its exactly_once_v2 default), other "
+        f"settings its defaults; {ks.detail['updates']:,} count updates read; "
+        f"dropped-records-total {ks.detail['dropped']:,}",
+    )  # fmt: skip
 
 
 def _latency_line(name: str, run: LatencyRun, rate: float, how: str) -> Measurement:
