@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.bronze import ingest_metadata
@@ -41,9 +42,12 @@ from eos_assets.lib.revenue.kpi import KpiOutcome
 from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
 from eos_assets.lib.revenue.kpi_window import update_kpi_window
 from eos_assets.lib.serving import serving
+from eos_assets.lib.spark.spark_modes import server_lost
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
+
+T = TypeVar("T")
 
 # What a batch yields, as its asset or check would have.
 Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
@@ -97,7 +101,7 @@ class Batches:
     def ingest(self) -> IngestOutcome:
         """Plan, read and commit the pending offsets (at most ``options.max_records``)."""
         stream = self.stream
-        return run_or_fail(
+        return self._or_fail(
             lambda: ingest_bronze(
                 self.spark,
                 self.uri(stream.raw_events),
@@ -131,7 +135,7 @@ class Batches:
         events = self._timed(
             took,
             "silver",
-            lambda: run_or_fail(
+            lambda: self._or_fail(
                 lambda: update_events(
                     self.spark,
                     stream.contract,
@@ -178,7 +182,7 @@ class Batches:
         # The two tables read the same silver version and share nothing else: side by side.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kpi") as pool:
             runs = [
-                pool.submit(self._timed, took, name, partial(run_or_fail, step))
+                pool.submit(self._timed, took, name, partial(self._or_fail, step))
                 for name, step in (("kpi_window", window_step), ("kpi_daily", daily_step))
             ]
             window, daily = (run.result() for run in runs)
@@ -189,7 +193,7 @@ class Batches:
         served = self._timed(
             took,
             "serve",
-            lambda: run_or_fail(
+            lambda: self._or_fail(
                 lambda: serving.serve(self.warehouse.path, tables, self.lake.storage_options)
             ),
         )
@@ -226,7 +230,7 @@ class Batches:
         self, key: dg.AssetCheckKey, report: Callable[[Checked | None], Any]
     ) -> dg.AssetCheckEvaluation:
         """Evaluate a blocking check; a passing one becomes where the next evaluation starts."""
-        result = report_result(run_or_fail(lambda: report(self.proven.get(key))))
+        result = report_result(self._or_fail(lambda: report(self.proven.get(key))))
         metadata = result.metadata or {}
         evaluation = dg.AssetCheckEvaluation(
             asset_key=key.asset_key,
@@ -256,6 +260,21 @@ class Batches:
                 f"{failed.asset_key.to_user_string()} failed, nothing after it was committed: "
                 f"{failed.description}"
             )
+
+    def _or_fail(self, step: Callable[[], T]) -> T:
+        """``run_or_fail`` with this loop's session: a Spark Connect session is active in the
+        thread that made it only, and the KPI steps run in threads of their own.
+
+        Raises:
+            dg.Failure: the step's one line (a lost Spark server's too).
+        """
+        try:
+            return run_or_fail(step)
+        except PySparkException as exc:
+            lost = server_lost(self.spark, exc)
+            if lost is None:
+                raise
+            raise dg.Failure(description=str(lost)) from None
 
     @staticmethod
     def _materialized(key: dg.AssetKey, metadata: dict[str, Any]) -> dg.AssetMaterialization:

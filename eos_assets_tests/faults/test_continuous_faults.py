@@ -1,6 +1,7 @@
 """Faults of a continuous run, against the oracle: the run SIGKILLed mid-batch (before bronze's
 commit, after it, while silver/events writes its files), then
-replaced; two continuous runs started at once by hand.
+replaced; the Spark server SIGKILLed under a run's KPI step; two continuous runs started at
+once by hand.
 
 Every run is the product's continuous job (``continuous_defs.py``: the shipped orders stream
 declared ``mode: continuous``) executed by ``dagster job execute`` in a process of its own,
@@ -10,20 +11,26 @@ it failed, and the replacing run must go on where the tables say.
 """
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
 
+from eos_assets import cli
 from eos_assets.defs.continuous_sensor import live_runs
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.derived import silver_events
+from eos_assets.lib.revenue import kpi
+from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults import test_spark_server_faults as on_server
-from eos_assets_tests.faults.harness import STARTED, Ledger
+from eos_assets_tests.faults.harness import STARTED, Ledger, wait_for_files
 from eos_assets_tests.faults.oracle import judge, overlaps
 from eos_assets_tests.faults.test_spark_server_faults import (
     DAGSTER,
@@ -48,13 +55,17 @@ MODULE = "eos_assets_tests.faults.continuous_defs"
 
 
 def start(d: Deployment, loop: dict[str, Any], **fault: str) -> DagsterRun:
-    """Start one continuous run with ``loop`` as its config; ``fault`` arms a crash point."""
+    """Start one continuous run with ``loop`` as its config; ``fault`` arms a crash point
+    (``crash_at``) or a pause (``pause_at``, ``pause_dir``)."""
     config = {"window_minutes": WINDOW.seconds / 60, "poll_s": 0.2, **loop}
     path = d.logs.parent / f"continuous-{time.monotonic_ns()}.json"
     path.write_text(json.dumps({"ops": {"orders_kpi_batches": {"config": config}}}))
     env = dict(d.env)
     if "crash_at" in fault:
         env[faults.CRASH_ENV] = fault["crash_at"]
+    if "pause_at" in fault:
+        env[faults.PAUSE_ENV] = fault["pause_at"]
+        env[faults.PAUSE_DIR_ENV] = fault["pause_dir"]
     log = d.logs / f"run-{len(list(d.logs.iterdir()))}.log"
     command = [DAGSTER, "job", "execute", "-m", MODULE, "-j", JOB, "-c", str(path)]
     with log.open("w") as out:
@@ -129,3 +140,45 @@ def test_two_continuous_runs_started_at_once_leave_exact_tables(
     ledger.record(
         "2 continuous runs at once", 1, lost, doubled, f"{sum(ok)} of 2 ended by themselves"
     )
+
+
+def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_then_exact(
+    deployment: tuple[Deployment, str],
+    server: Path,
+    produced: Callable,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ledger: Ledger,
+) -> None:
+    """The server dies while the run's KPI worker is inside gold/kpi_daily, between its two
+    commits (the customer set committed, the daily KPIs not): the run fails with the server's
+    one line; after ``eos-assets spark up`` the next run makes every table exact."""
+    d, topic = deployment
+    _, manifest = produced(topic, count=900, seed=63, **MIX)
+    pauses = tmp_path / "pauses"
+    pauses.mkdir()
+    run = start(d, {"max_batches": 5}, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
+    wait_for_files(pauses, f"{kpi.AFTER_CUSTOMERS}-*.ready", 1, RUN_TIMEOUT_S, run)
+    info = spark_server.server_status(server)
+    assert info is not None
+    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+    (pauses / faults.RELEASE).touch()
+    finish(run)
+    (outcome,) = outcomes(d.home)
+    assert outcome.status == dg.DagsterRunStatus.FAILURE, run.tail()
+    message = (
+        f"the Spark Connect server at {info.url} stopped answering: run `eos-assets spark up` "
+        "(or check EOS_SPARK_CONNECT) and rerun"
+    )
+    assert set(outcome.failures.values()) == {message}, outcome.failures
+
+    monkeypatch.setenv("EOS_STATE_DIR", str(server))
+    monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
+    assert cli.main(["spark", "up"]) == 0
+    replaced = finish(start(d, {"max_batches": 1}))
+    assert replaced.returncode == 0, replaced.tail()
+    lost, doubled = assert_exact(d, manifest)
+    ledger.record(
+        f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS} (continuous run)", 1, lost, doubled,
+        "failed in one line; spark up + the next run exact",
+    )  # fmt: skip
