@@ -10,8 +10,8 @@ import pytest
 
 from eos_assets.settings import Settings
 from eos_assets_tests.faults.harness import FAILED, one_line, run_ingest
-from eos_assets_tests.lake_s3.conftest import objects
 from eos_assets_tests.lake_s3.no_conditional_put import refusing_proxy
+from eos_assets_tests.support.s3 import objects
 
 
 def bronze_failure(bootstrap: str, topic: str, spark_url: str) -> str:

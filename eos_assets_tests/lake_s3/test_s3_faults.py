@@ -28,7 +28,7 @@ from eos_assets_tests.faults.harness import (
     wait_for_files,
 )
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.lake_s3.conftest import objects, restart
+from eos_assets_tests.support.s3 import objects, restart
 
 READY = f"{faults.BEFORE_COMMIT}-{{pid}}.ready"
 
