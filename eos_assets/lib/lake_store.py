@@ -21,13 +21,17 @@ import contextlib
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, cast
 
-import pyarrow as pa
-import pyarrow.fs as pafs
-from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError
+from obstore.store import S3Store
 
-from eos_assets.lib.errors import ConfigError
+if TYPE_CHECKING:
+    from obstore.store import RetryConfig, S3Config  # typing-only names of obstore
+
+from eos_assets.lib.errors import ConfigError, EosError
 
 S3_SCHEMES = ("s3://", "s3a://")
 _TRUE = {"1", "true", "yes", "on"}
@@ -133,6 +137,8 @@ def problem(root: str, env: Mapping[str, str]) -> str | None:
 
 # Buckets (with their endpoint) whose conditional writes this process has seen work.
 _VERIFIED: set[tuple[str, str]] = set()
+# The check's own requests: one answer each, a store that refuses the header answers at once.
+_CHECK_RETRIES: "RetryConfig" = {"max_retries": 0, "retry_timeout": timedelta(seconds=30)}
 
 
 def require_conditional_put(uri: str, storage_options: Mapping[str, str] | None) -> None:
@@ -140,14 +146,16 @@ def require_conditional_put(uri: str, storage_options: Mapping[str, str] | None)
     put (``If-None-Match: *``), once per bucket and process, before a table is created there.
 
     Delta commits on S3 rest on it: the next log entry is written only if absent. A store that
-    ignores the condition would let two writers both "win" one version, the second silently
-    replacing the first. The check commits twice to a scratch table under the table's folder
-    from the same snapshot: a store that honours the condition ends at version 2 (delta-rs saw
-    version 1 taken and committed after it) or refuses the second commit; one that ignores it
-    ends at version 1. The scratch table is deleted afterwards.
+    ignores the condition lets two writers both "win" one version, the second silently
+    replacing the first. delta-rs lists the log before each commit, so two of its commits in
+    a row never race; the check therefore puts one scratch object twice, if absent, through
+    object_store (the library under delta-rs's commits): the second put must be refused. The
+    object is deleted afterwards. An answer that decides nothing (no credentials, no bucket,
+    ...) leaves the verdict to the table's own creation, which says it in one line.
 
     Raises:
         ConfigError: the store ignores conditional writes (one line).
+        EosError: the store does not implement them (one line).
     """
     if not is_s3(uri):
         return
@@ -155,20 +163,27 @@ def require_conditional_put(uri: str, storage_options: Mapping[str, str] | None)
     where = (bucket_of(uri), options.get("AWS_ENDPOINT_URL", ""))
     if where in _VERIFIED:
         return
-    scratch = f"{table_root(uri).rstrip('/')}/_eos_store_check/{uuid.uuid4().hex}"
-    schema = pa.schema([("x", pa.int64())])
+    table = table_root(uri).removeprefix(f"s3://{where[0]}").strip("/")
+    key = f"{table}/_eos_store_check/{uuid.uuid4().hex}".lstrip("/")
+    # delta-rs hands its storage options to object_store as they are: the same keys serve.
+    config = cast("S3Config", options)
+    store = S3Store(where[0], config=config, retry_config=_CHECK_RETRIES)
     try:
-        DeltaTable.create(scratch, schema, storage_options=options)
-        first, second = (DeltaTable(scratch, storage_options=options) for _ in range(2))
-        first.create_write_transaction([], mode="append", schema=schema)
-        with contextlib.suppress(CommitFailedError):  # a refusal is as good as a version 2
-            second.create_write_transaction([], mode="append", schema=schema)
-        honoured = DeltaTable(scratch, storage_options=options).version() == 2
+        obstore.put(store, key, b"1", mode="create")
+    except BaseError as exc:
+        if "NotImplemented" in str(exc):
+            raise EosError(explain(exc, uri, options) or str(exc).splitlines()[0]) from None
+        return
+    try:
+        obstore.put(store, key, b"2", mode="create")
+        honoured = False
+    except AlreadyExistsError:
+        honoured = True
+    except BaseError:  # the second answer decides nothing either
+        return
     finally:
-        with contextlib.suppress(OSError):  # the scratch table is hidden from Delta anyway
-            fs, path = pafs.FileSystem.from_uri(scratch)
-            fs.delete_dir_contents(path, missing_dir_ok=True)
-            fs.delete_dir(path)
+        with contextlib.suppress(BaseError):
+            obstore.delete(store, key)
     if not honoured:
         raise ConfigError(
             f"the object store of {table_root(uri)} ignores conditional writes "
