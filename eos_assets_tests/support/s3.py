@@ -23,6 +23,12 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3server.S3I
         s3server.stop_server(info)
 
 
+def stop(info: s3server.S3Info) -> None:
+    """Stop the session's server: the process serving its endpoint now (a test may have
+    restarted it before)."""
+    s3server.stop_server(next(i for i in reversed(_STARTED) if i.endpoint == info.endpoint))
+
+
 def restart(info: s3server.S3Info) -> None:
     """Start the session's server again, at the same endpoint over the same data."""
     port = int(info.endpoint.rsplit(":", 1)[1])
