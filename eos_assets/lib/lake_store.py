@@ -49,6 +49,14 @@ def _allow_http(env: Mapping[str, str]) -> bool:
     return (env.get("AWS_ALLOW_HTTP") or "").strip().lower() in _TRUE
 
 
+def store_of(root: str, env: Mapping[str, str]) -> str:
+    """The object store of the lake at ``root``, as a Spark server records what it was started
+    for: ``s3 <endpoint>`` (``s3 AWS`` without one), empty for a local lake."""
+    if not is_s3(root):
+        return ""
+    return f"s3 {env.get('AWS_ENDPOINT_URL') or 'AWS'}"
+
+
 def storage_options(root: str, env: Mapping[str, str]) -> dict[str, str]:
     """delta-rs storage options of the lake at ``root`` (none for a local lake).
 
