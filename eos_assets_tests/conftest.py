@@ -20,8 +20,13 @@ from eos_assets.settings import Settings
 # (partition, offset, key, value) of one record read back.
 ReadRecord = tuple[int, int, bytes | None, bytes | None]
 
-# The other real-service fixtures (a SparkSession, a lake root) live next to this file.
-pytest_plugins = ["eos_assets_tests.support.plugins", "eos_assets_tests.support.cluster"]
+# The other real-service fixtures (a SparkSession, a lake root, an S3 server) live next to
+# this file.
+pytest_plugins = [
+    "eos_assets_tests.support.plugins",
+    "eos_assets_tests.support.cluster",
+    "eos_assets_tests.support.s3",
+]
 
 _quiet = logging.getLogger("eos_assets_tests.librdkafka")
 _quiet.addHandler(logging.NullHandler())

@@ -12,7 +12,7 @@ from eos_assets.defs.stream import Stream
 from eos_assets.lib.derived.entity_state import update_entity_state
 from eos_assets.lib.derived.incremental import FromSilverOutcome, Outcome
 from eos_assets.lib.derived.silver_events import EventsOutcome, update_events
-from eos_assets.lib.errors import EosError
+from eos_assets.lib.errors import EosError, raised_in
 from eos_assets.lib.spark.spark_modes import run_server_lost
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 def run_or_fail(step: Callable[[], T]) -> T:
-    """Run ``step``; an error the user can fix fails the run with its one-line message.
+    """Run ``step``; an error the user can fix fails the run with its one-line message, also
+    when a Spark task raised it.
 
     A Spark Connect server that stopped answering under the step is one of them: the step has
     committed nothing (every table commits after Spark has computed), and the rerun after
@@ -32,11 +33,12 @@ def run_or_fail(step: Callable[[], T]) -> T:
     except EosError as exc:
         raise dg.Failure(description=str(exc)) from exc
     except PySparkException as exc:
-        lost = run_server_lost(exc)
-        if lost is None:
+        # Pages of gRPC or Java stack would only bury the line: the server's, or the one a
+        # task raised (a store that stopped answering under its write, say).
+        said = run_server_lost(exc) or raised_in(str(exc))
+        if said is None:
             raise
-        # Pages of gRPC stack would only bury the line.
-        raise dg.Failure(description=str(lost)) from None
+        raise dg.Failure(description=str(said)) from None
 
 
 def versions_json(versions: tuple[int, int] | None) -> dg.MetadataValue:

@@ -57,8 +57,13 @@ class S3Info:
         }
 
 
-def start_server(data_dir: Path, port: int = 0, timeout: float = 60.0) -> S3Info:
+def start_server(
+    data_dir: Path, port: int = 0, timeout: float = 60.0, *, anonymous: bool = False
+) -> S3Info:
     """Start S3Proxy with its buckets in ``data_dir/data``; return once it answers.
+
+    With ``anonymous`` it checks no signature (any key pair, or none, is let in): a store that
+    a proxy may change requests to, as the tests of stores without conditional writes do.
 
     Raises:
         EosError: Java or the jars are missing, the port is busy, the server exits early or
@@ -75,7 +80,7 @@ def start_server(data_dir: Path, port: int = 0, timeout: float = 60.0) -> S3Info
     properties = data_dir / "s3proxy.properties"
     properties.write_text(
         f"s3proxy.endpoint={endpoint}\n"
-        "s3proxy.authorization=aws-v2-or-v4\n"
+        f"s3proxy.authorization={'none' if anonymous else 'aws-v2-or-v4'}\n"
         f"s3proxy.identity={ACCESS_KEY}\n"
         f"s3proxy.credential={SECRET_KEY}\n"
         "jclouds.provider=filesystem-nio2\n"

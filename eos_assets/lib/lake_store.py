@@ -11,23 +11,16 @@ or instance credentials on AWS). From them this module derives:
 - Spark's s3a settings (``spark_settings``): the endpoint, region and path-style access of
   the store, ``s3://`` URIs served by S3A, and the same variables for the Python tasks of a
   cluster's executors, whose pyarrow writes the files (pyarrow follows ``AWS_ENDPOINT_URL``);
-- the one-line cause and fix of a store that cannot be used (``problem``, ``explain``).
+- the one-line cause and fix of a configuration that cannot work (``problem``; the store's
+  own answers are explained by ``store_errors``, and ``store_check`` makes sure the store
+  honours conditional writes).
 
 Every table URI of a lake on S3 is an ``s3://`` one (``table_uri``): delta-rs, pyarrow and
 Spark (through ``fs.s3.impl``) all read it, so ``s3a://`` in the setting is only an alias.
 """
 
-import contextlib
 import re
-import uuid
 from collections.abc import Mapping
-
-import pyarrow as pa
-import pyarrow.fs as pafs
-from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError
-
-from eos_assets.lib.errors import ConfigError
 
 S3_SCHEMES = ("s3://", "s3a://")
 _TRUE = {"1", "true", "yes", "on"}
@@ -54,6 +47,14 @@ def _region(env: Mapping[str, str]) -> str | None:
 
 def _allow_http(env: Mapping[str, str]) -> bool:
     return (env.get("AWS_ALLOW_HTTP") or "").strip().lower() in _TRUE
+
+
+def store_of(root: str, env: Mapping[str, str]) -> str:
+    """The object store of the lake at ``root``, as a Spark server records what it was started
+    for: ``s3 <endpoint>`` (``s3 AWS`` without one), empty for a local lake."""
+    if not is_s3(root):
+        return ""
+    return f"s3 {env.get('AWS_ENDPOINT_URL') or 'AWS'}"
 
 
 def storage_options(root: str, env: Mapping[str, str]) -> dict[str, str]:
@@ -128,100 +129,4 @@ def problem(root: str, env: Mapping[str, str]) -> str | None:
             f"no credentials for the lake at {endpoint}: set AWS_ACCESS_KEY_ID and "
             "AWS_SECRET_ACCESS_KEY"
         )
-    return None
-
-
-# Buckets (with their endpoint) whose conditional writes this process has seen work.
-_VERIFIED: set[tuple[str, str]] = set()
-
-
-def require_conditional_put(uri: str, storage_options: Mapping[str, str] | None) -> None:
-    """Make sure the store of ``uri`` refuses to overwrite an existing key on a conditional
-    put (``If-None-Match: *``), once per bucket and process, before a table is created there.
-
-    Delta commits on S3 rest on it: the next log entry is written only if absent. A store that
-    ignores the condition would let two writers both "win" one version, the second silently
-    replacing the first. The check commits twice to a scratch table under the table's folder
-    from the same snapshot: a store that honours the condition ends at version 2 (delta-rs saw
-    version 1 taken and committed after it) or refuses the second commit; one that ignores it
-    ends at version 1. The scratch table is deleted afterwards.
-
-    Raises:
-        ConfigError: the store ignores conditional writes (one line).
-    """
-    if not is_s3(uri):
-        return
-    options = dict(storage_options or {})
-    where = (bucket_of(uri), options.get("AWS_ENDPOINT_URL", ""))
-    if where in _VERIFIED:
-        return
-    scratch = f"{table_root(uri).rstrip('/')}/_eos_store_check/{uuid.uuid4().hex}"
-    schema = pa.schema([("x", pa.int64())])
-    try:
-        DeltaTable.create(scratch, schema, storage_options=options)
-        first, second = (DeltaTable(scratch, storage_options=options) for _ in range(2))
-        first.create_write_transaction([], mode="append", schema=schema)
-        with contextlib.suppress(CommitFailedError):  # a refusal is as good as a version 2
-            second.create_write_transaction([], mode="append", schema=schema)
-        honoured = DeltaTable(scratch, storage_options=options).version() == 2
-    finally:
-        with contextlib.suppress(OSError):  # the scratch table is hidden from Delta anyway
-            fs, path = pafs.FileSystem.from_uri(scratch)
-            fs.delete_dir_contents(path, missing_dir_ok=True)
-            fs.delete_dir(path)
-    if not honoured:
-        raise ConfigError(
-            f"the object store of {table_root(uri)} ignores conditional writes "
-            "(If-None-Match: *), so concurrent Delta commits could overwrite each other: use a "
-            "store that supports them (AWS S3 does), or a local EOS_LAKE_ROOT"
-        )
-    _VERIFIED.add(where)
-
-
-# What a store answered, in the text of delta-rs's (object_store's) error, and what to set.
-_CAUSES: tuple[tuple[str, str], ...] = (
-    (
-        "NotImplemented",
-        "the store does not support conditional writes (If-None-Match: *), which Delta "
-        "commits need: use a store that does (AWS S3 does)",
-    ),
-    ("URL scheme is not allowed", "its endpoint is plain http: set AWS_ALLOW_HTTP=true"),
-    ("NoSuchBucket", "bucket {bucket} does not exist: create it, or fix EOS_LAKE_ROOT"),
-    (
-        "SignatureDoesNotMatch",
-        "the store refused the secret key: fix AWS_SECRET_ACCESS_KEY",
-    ),
-    (
-        "InvalidAccessKeyId",
-        "the store does not know the access key: fix AWS_ACCESS_KEY_ID",
-    ),
-    (
-        "169.254.169.254",
-        "no credentials (none set, no instance credentials): set AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
-    ),
-    ("403 Forbidden", "the store denied access: check AWS_ACCESS_KEY_ID and its permissions"),
-    (
-        "tcp connect error",
-        "nothing answers at {endpoint}: start the store, or fix AWS_ENDPOINT_URL",
-    ),
-    ("dns error", "the host of {endpoint} is unknown: fix AWS_ENDPOINT_URL"),
-    (
-        "error sending request",
-        "the store at {endpoint} did not answer: check it runs, or fix AWS_ENDPOINT_URL",
-    ),
-)
-
-
-def explain(exc: BaseException, uri: str, env: Mapping[str, str]) -> str | None:
-    """The one-line cause and fix of an object-store error of delta-rs on ``uri``; None when
-    ``uri`` is not on S3 or the error is not one of the store's known answers."""
-    if not is_s3(uri):
-        return None
-    text = str(exc)
-    endpoint = env.get("AWS_ENDPOINT_URL") or "the AWS endpoint"
-    for marker, cause in _CAUSES:
-        if marker in text:
-            found = cause.format(bucket=bucket_of(uri), endpoint=endpoint)
-            return f"cannot use the lake at {table_root(uri)} on {endpoint}: {found}"
     return None

@@ -31,6 +31,11 @@ class LocalSparkResource(LazyPySparkResource):
         description="State folder of the local Spark Connect server ($EOS_STATE_DIR); its "
         "address is read there when a run first uses Spark."
     )
+    lake_root: str = Field(
+        default="",
+        description="The lake's root ($EOS_LAKE_ROOT): a lake on S3 needs a server started "
+        "with its store's settings.",
+    )
     _session: Any = PrivateAttr(default=None)
 
     @property
@@ -39,9 +44,10 @@ class LocalSparkResource(LazyPySparkResource):
 
         Raises:
             SparkServerError: the local server is not running (one line with the fix).
+            ConfigError: it was not started with the settings of the lake's store (one line).
         """
         if self._session is None:
-            url = spark_server.local_url(Path(self.state_dir))
+            url = spark_server.local_url(Path(self.state_dir), self.lake_root)
             self._session = SparkSession.builder.remote(url).getOrCreate()
         return self._session
 
@@ -68,7 +74,9 @@ def spark_resource(settings: Settings) -> LazyPySparkResource:
     if settings.spark_connect == LOCAL_SPARK:
         # Resolved now: a run launched from another working folder finds the same server.
         return LocalSparkResource(
-            spark_config={}, state_dir=str(Path(settings.state_dir).resolve())
+            spark_config={},
+            state_dir=str(Path(settings.state_dir).resolve()),
+            lake_root=settings.lake_root,
         )
     if settings.spark_connect is not None:
         # Every other setting is the server's: Delta, UTC, Arrow and cores are set there.

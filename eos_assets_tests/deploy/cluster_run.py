@@ -5,7 +5,8 @@ the DuckDB serving tables with the product's resources, configured by ``EOS_*`` 
 (as in production), and then,
 while its SparkContext is still up, asks the driver's status API where the tasks ran. It writes
 a JSON report to REPORT: the run's outcome, the executors, the tasks of the bronze ingest's
-Spark job per executor, and the Python interpreters the executors run.
+Spark job per executor, the Python interpreters the executors run and the application's Spark
+settings.
 """
 
 import json
@@ -74,6 +75,7 @@ def _where_tasks_ran(sc: SparkContext) -> dict[str, Any]:
         "ingest_jobs": [f"{j['jobId']} {j['name']}: {j['description']}" for j in ingest_jobs],
         "ingest_tasks": dict(ingest_tasks),
         "pythons": pythons,
+        "settings": dict(sc.getConf().getAll()),
     }
 
 

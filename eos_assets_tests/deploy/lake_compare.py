@@ -7,6 +7,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from eos_assets.lib.delta.delta_io import read_rows
@@ -19,14 +20,18 @@ _RUN_SPECIFIC = {
 }
 
 
-def delta_tables(lake_root: Path) -> list[str]:
-    """Paths (relative to the lake root) of every Delta table in it."""
-    return sorted(str(log.parent.relative_to(lake_root)) for log in lake_root.rglob("_delta_log"))
+def delta_tables(lake_root: str) -> list[str]:
+    """Paths (relative to the lake root: a folder or an ``s3://`` URI, read with the store's
+    variables of this process) of every Delta table in it."""
+    fs, base = pafs.FileSystem.from_uri(lake_root)
+    found = fs.get_file_info(pafs.FileSelector(base, recursive=True))
+    logs = {f.path.split("/_delta_log/", 1)[0] for f in found if "/_delta_log/" in f.path}
+    return sorted(log.removeprefix(base.rstrip("/") + "/") for log in logs)
 
 
-def delta_rows(lake_root: Path, table: str) -> tuple[list[str], list[Row]]:
+def delta_rows(lake_root: str, table: str) -> tuple[list[str], list[Row]]:
     """Column names and every row of the latest snapshot of a Delta table."""
-    dt = DeltaTable(str(lake_root / table))
+    dt = DeltaTable(f"{lake_root.rstrip('/')}/{table}")
     data = read_rows(dt, pa.schema(dt.schema().to_arrow()))  # type: ignore[arg-type]
     return data.column_names, [tuple(r.values()) for r in data.to_pylist()]
 

@@ -4,7 +4,7 @@
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +60,19 @@ def cluster_env() -> dict[str, str]:
 
 @contextmanager
 def spark_cluster(
-    root: Path, workers: int = 2, cores: int = 1, memory: str = "2g"
+    root: Path,
+    workers: int = 2,
+    cores: int = 1,
+    memory: str = "2g",
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[SparkCluster]:
-    """Start a master and ``workers`` workers under ``root``; stop them all on exit, always."""
+    """Start a master and ``workers`` workers under ``root``; stop them all on exit, always.
+
+    ``env`` adds to the daemons' environment, which their executors inherit (as the machines
+    of a cluster give theirs, e.g. the object store's credentials).
+    """
     root.mkdir(parents=True, exist_ok=True)
-    env = cluster_env()
+    env = {**cluster_env(), **(env or {})}
     port, ui_port = free_port(), free_port()
     cluster = SparkCluster(
         master_url=f"spark://127.0.0.1:{port}",

@@ -1,5 +1,8 @@
 """The whole asset graph on a real Spark standalone cluster (a master and two workers on
-127.0.0.1) produces exactly the tables of local mode, with tasks on both workers."""
+127.0.0.1), with the lake on S3 (the session's S3 server), produces exactly the tables of local
+mode on a local lake, with tasks on both workers. The executors write and read the store with
+the credentials of their workers' environment (none is in the Spark settings) and the
+endpoint the settings give them."""
 
 import json
 import sys
@@ -14,12 +17,13 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
-from eos_assets.devkit import broker
+from eos_assets.devkit import broker, s3server
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets_tests.deploy import lake_compare
 from eos_assets_tests.deploy.processes import get_json, start, stop, tail
 from eos_assets_tests.deploy.spark_cluster import SparkCluster, cluster_env, spark_cluster
 from eos_assets_tests.support import graph
+from eos_assets_tests.support.s3 import lake_env
 
 RUN_TIMEOUT_S = 600
 # The first job waits until both executors (one core each) are registered, so the ingest's
@@ -86,21 +90,31 @@ def _executors_by_worker(cluster: SparkCluster, app_id: str) -> dict[str, set[st
     return out
 
 
-def test_the_graph_on_a_standalone_cluster_equals_local_mode_and_uses_both_workers(
-    kafka_bootstrap: str, topic: str, spark: SparkSession, tmp_path: Path
+def test_the_graph_on_a_standalone_cluster_with_the_lake_on_s3_equals_local_mode(
+    kafka_bootstrap: str,
+    topic: str,
+    spark: SparkSession,
+    s3_server: s3server.S3Info,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     local, remote = tmp_path / "local", tmp_path / "cluster"
     for root in (local, remote):
         root.mkdir()
+    lake = lake_env(s3_server)  # EOS_LAKE_ROOT=s3://... and the README's AWS variables
     settings = {
+        **lake,
         "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap,
         "EOS_TOPICS": topic,
-        "EOS_LAKE_ROOT": str(remote / "lake"),
         "EOS_WAREHOUSE": str(remote / "warehouse.duckdb"),
         "EOS_STATE_DIR": str(remote / "state"),
     }
+    # The workers' own credentials (a cluster's machines have theirs, e.g. an instance
+    # profile), inherited by their executors; the store's address reaches the executors
+    # through the Spark settings (spark.executorEnv).
+    keys = {k: lake[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     with (
-        spark_cluster(tmp_path / "spark", workers=2, cores=1, memory="2g") as cluster,
+        spark_cluster(tmp_path / "spark", workers=2, cores=1, memory="2g", env=keys) as cluster,
         _graph_on_cluster(cluster, settings, remote) as cluster_report,
     ):
         # Meanwhile the same input in local mode, in this process (its local[2] SparkSession).
@@ -126,12 +140,18 @@ def test_the_graph_on_a_standalone_cluster_equals_local_mode_and_uses_both_worke
         tasks[worker_of[executor]] += info["totalTasks"]
     assert all(tasks[ui] > 0 for ui in by_worker), f"tasks per worker: {dict(tasks)}"
 
-    tables = lake_compare.delta_tables(local / "lake")
-    assert tables == lake_compare.delta_tables(remote / "lake") and len(tables) >= 8, tables
+    secret = lake["AWS_SECRET_ACCESS_KEY"]
+    assert not [k for k, v in report["settings"].items() if secret in v], "a key in the settings"
+
+    for name, value in lake.items():  # to read the store from this process
+        monkeypatch.setenv(name, value)
+    on_disk, on_s3 = str(local / "lake"), lake["EOS_LAKE_ROOT"]
+    tables = lake_compare.delta_tables(on_disk)
+    assert tables == lake_compare.delta_tables(on_s3) and len(tables) >= 8, tables
     problems = []
     for table in tables:
-        columns, want = lake_compare.delta_rows(local / "lake", table)
-        got_columns, got = lake_compare.delta_rows(remote / "lake", table)
+        columns, want = lake_compare.delta_rows(on_disk, table)
+        got_columns, got = lake_compare.delta_rows(on_s3, table)
         assert got_columns == columns, table
         problems += lake_compare.differences(table, want, got)
     mirrored = lake_compare.duckdb_rows(local / "warehouse.duckdb")

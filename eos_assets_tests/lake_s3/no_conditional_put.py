@@ -1,12 +1,18 @@
-"""A store without conditional writes, for the tests: a proxy in front of the session's S3
-server that answers every ``PUT`` carrying ``If-None-Match`` with ``501 NotImplemented``, as
-AWS S3 did before it supported the header, and passes every other request through."""
+"""Stores without conditional writes, for the tests: a proxy in front of an S3 server that
+either refuses every ``PUT`` carrying ``If-None-Match`` with ``501 NotImplemented`` (as AWS S3
+did before it supported the header) or drops the header and passes the ``PUT`` on, so that
+the server overwrites the key (a store that silently ignores the condition). Every other
+request passes through unchanged. The header is signed: a server behind an ``ignore`` proxy
+must check no signature (``s3server.start_server(..., anonymous=True)``)."""
 
 import http.client
 import http.server
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
+
+Answer = Literal["refuse", "ignore"]
 
 _REFUSED = (
     b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NotImplemented</Code><Message>A "
@@ -14,26 +20,28 @@ _REFUSED = (
 )
 
 
-def _handler(upstream: int) -> type[http.server.BaseHTTPRequestHandler]:
+def _handler(upstream: int, answer: Answer) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _forward(self) -> None:
             if self.command == "PUT" and "If-None-Match" in self.headers:
-                self._reply(501, [("Content-Type", "application/xml")], _REFUSED)
-                return
+                if answer == "refuse":
+                    self._reply(501, [("Content-Type", "application/xml")], _REFUSED)
+                    return
+                del self.headers["If-None-Match"]
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=30)
             try:
                 conn.request(self.command, self.path, body=body, headers=dict(self.headers))
-                answer = conn.getresponse()
-                data = answer.read()
+                response = conn.getresponse()
+                data = response.read()
             finally:
                 conn.close()
             skip = {"transfer-encoding", "connection", "content-length"}
-            kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in skip]
-            self._reply(answer.status, kept, data)
+            kept = [(k, v) for k, v in response.getheaders() if k.lower() not in skip]
+            self._reply(response.status, kept, data)
 
         def _reply(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
             self.send_response(status)
@@ -53,10 +61,10 @@ def _handler(upstream: int) -> type[http.server.BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def refusing_proxy(upstream_endpoint: str) -> Iterator[str]:
+def without_conditional_puts(upstream_endpoint: str, answer: Answer) -> Iterator[str]:
     """Run the proxy in a thread for the block; yield its endpoint URL."""
     upstream = int(upstream_endpoint.rsplit(":", 1)[1])
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream, answer))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

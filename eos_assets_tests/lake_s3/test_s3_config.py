@@ -3,15 +3,18 @@ bronze's ingest, the first step that needs the lake, with one line naming what t
 write nothing to the store. The ingest runs as ``faults.ingest_once`` on the session's Spark
 Connect server, with this test's environment."""
 
+import contextlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from eos_assets.devkit import s3server
 from eos_assets.settings import Settings
 from eos_assets_tests.faults.harness import FAILED, one_line, run_ingest
-from eos_assets_tests.lake_s3.conftest import objects
-from eos_assets_tests.lake_s3.no_conditional_put import refusing_proxy
+from eos_assets_tests.lake_s3.no_conditional_put import Answer, without_conditional_puts
+from eos_assets_tests.support.s3 import objects
 
 
 def bronze_failure(bootstrap: str, topic: str, spark_url: str) -> str:
@@ -58,20 +61,32 @@ def test_bad_variables_fail_the_first_step_with_one_line_and_write_nothing(
     assert objects(s3_lake) == [], "nothing may be written"
 
 
+@pytest.mark.parametrize("answer", ["refuse", "ignore"])
 def test_a_store_without_conditional_writes_is_refused_at_the_first_commit(
+    answer: Answer,
     s3_lake: str,
+    s3_server: s3server.S3Info,
     s3_spark: str,
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
+    """A store that refuses the condition (501), and one that ignores it: answers 200 and
+    overwrites the key (an S3Proxy checking no signature behind a proxy dropping the header)."""
     topic = make_topic(partitions=1)
-    real = os.environ["AWS_ENDPOINT_URL"]
-    with refusing_proxy(real) as endpoint:
+    with contextlib.ExitStack() as stack:
+        store = s3_server
+        if answer == "ignore":
+            store = s3server.start_server(tmp_path / "s3", anonymous=True)
+            stack.callback(s3server.stop_server, store)
+        endpoint = stack.enter_context(without_conditional_puts(store.endpoint, answer))
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         message = bronze_failure(kafka_bootstrap, topic, s3_spark)
-    assert one_line(message) and "conditional writes" in message, message
-    monkeypatch.setenv("AWS_ENDPOINT_URL", real)
-    assert not [o for o in objects(s3_lake) if "_delta_log/" in o and "_eos_" not in o], (
-        "no Delta commit may be made on such a store"
-    )
+        said = "ignores conditional writes" if answer == "ignore" else "conditional writes"
+        assert one_line(message) and said in message, message
+        for looked_at in {store.endpoint, s3_server.endpoint}:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", looked_at)
+            assert not [o for o in objects(s3_lake) if "_delta_log/" in o], (
+                "no Delta commit may be made on such a store"
+            )

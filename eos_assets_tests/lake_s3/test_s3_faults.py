@@ -1,5 +1,6 @@
 """Exactly-once on object storage: two ingests committing one table at once, an ingest killed
-after its files were uploaded and before its commit, and the S3 server stopped under a run.
+after its files were uploaded and before its commit, and the S3 server stopped under a run
+(before its Spark tasks upload the files, and before its commit).
 
 Each ingest runs in a process of its own (``faults.ingest_once``) on the session's Spark
 Connect server, with the lake's variables in its environment; bronze is judged against the
@@ -9,6 +10,7 @@ producer's manifest (``faults.oracle.judge``).
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
@@ -28,7 +30,7 @@ from eos_assets_tests.faults.harness import (
     wait_for_files,
 )
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.lake_s3.conftest import objects, restart
+from eos_assets_tests.support.s3 import objects, restart, stop
 
 READY = f"{faults.BEFORE_COMMIT}-{{pid}}.ready"
 
@@ -121,7 +123,9 @@ def test_an_ingest_killed_before_its_commit_on_s3_leaves_only_invisible_files(
     assert judge(table, manifest).exact
 
 
+@pytest.mark.parametrize("point", [faults.AFTER_PLAN, faults.BEFORE_COMMIT])
 def test_the_s3_server_stopped_under_a_run_fails_it_with_one_line_and_the_rerun_is_exact(
+    point: str,
     s3_server: s3server.S3Info,
     s3_lake: str,
     s3_spark: str,
@@ -136,15 +140,12 @@ def test_the_s3_server_stopped_under_a_run_fails_it_with_one_line_and_the_rerun_
     table = bronze(s3_lake)
     delta_io.ensure_table(table, bronze_schema(ORDERS.contract))
     run = start_ingest(
-        kafka_bootstrap,
-        topic,
-        table,
-        pause_at=faults.BEFORE_COMMIT,
-        pause_dir=tmp_path,
-        remote=s3_spark,
+        kafka_bootstrap, topic, table, pause_at=point, pause_dir=tmp_path, remote=s3_spark
     )
-    wait_for_files(tmp_path, READY.format(pid="*"), 1, 240, run)
-    s3server.stop_server(s3_server)  # its files are uploaded; the commit is next
+    wait_for_files(tmp_path, f"{point}-*.ready", 1, 240, run)
+    # After the plan the Spark tasks' uploads (pyarrow) meet the stopped server; before the
+    # commit, delta-rs's commit does.
+    stop(s3_server)
     try:
         (tmp_path / faults.RELEASE).touch()
         failed = finish(run)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets_tests.lake_s3.conftest import objects
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.oracle import expected
+from eos_assets_tests.support.s3 import objects
 
 REPO = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 23, 58, tzinfo=UTC)  # the stream crosses midnight

@@ -1,8 +1,10 @@
-"""What a lake on S3 derives from the settings: delta-rs options, s3a settings, one-liners."""
+"""What a lake on S3 derives from the settings: delta-rs options, s3a settings, one-liners
+(also of a store's error in a Spark task)."""
 
 import pytest
 
-from eos_assets.lib import lake_store
+from eos_assets.lib import lake_store, store_errors
+from eos_assets.lib.errors import EosError, raised_in
 from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.settings import Settings
 
@@ -77,3 +79,29 @@ def test_a_configuration_that_cannot_work_is_one_line_naming_the_variable(
 def test_on_aws_itself_no_key_is_needed_up_front() -> None:
     # A profile or instance credentials may hold them: only the store can say.
     assert lake_store.problem("s3://bucket/lake", {"AWS_REGION": "eu-west-3"}) is None
+
+
+# pyarrow's text of an upload to an endpoint where nothing listens (pyarrow 26.0.1).
+PYARROW_REFUSED = (
+    "When initiating multiple part upload for key 'x/t/f.parquet' in bucket 'lake': AWS Error "
+    "NETWORK_CONNECTION during CreateMultipartUpload operation: curlCode: 7, Could not connect "
+    "to server; Details: Failed to connect to 127.0.0.1:9000 after 0 ms: Could not connect to "
+    "server"
+)
+
+
+def test_a_store_error_in_a_spark_task_becomes_its_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in STORE.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(EosError) as raised, store_errors.task_errors("s3://lake/x/t"):
+        raise OSError(PYARROW_REFUSED)
+    message = str(raised.value)
+    assert "127.0.0.1:9000" in message and "AWS_ENDPOINT_URL" in message and "\n" not in message
+    # The driver finds the line in the task's failure, whatever wraps it.
+    wrapped = f"Traceback ...\neos_assets.lib.errors.EosError: {message}\n\tat org.apache..."
+    assert str(raised_in(wrapped)) == message
+    # An error that is not the store's stays what it is.
+    with pytest.raises(OSError), store_errors.task_errors("s3://lake/x/t"):
+        raise OSError("disk full")

@@ -46,7 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from eos_assets.lib import lake_store
+from eos_assets.lib import lake_store, store_check, store_errors
 from eos_assets.lib.errors import ConfigError, EosError
 
 __all__ = [
@@ -93,7 +93,7 @@ def ensure_table(
     except TableNotFoundError:
         pass
     try:
-        lake_store.require_conditional_put(uri, storage_options)
+        store_check.require_conditional_put(uri, storage_options)
         return DeltaTable.create(
             uri,
             schema,
@@ -103,7 +103,7 @@ def ensure_table(
             storage_options=dict(storage_options or {}),
         )
     except (OSError, DeltaError) as exc:
-        if explained := lake_store.explain(exc, uri, os.environ):
+        if explained := store_errors.explain(exc, uri, os.environ):
             raise EosError(explained) from exc
         raise EosError(
             f"cannot create the Delta table at {uri} ({_cause(exc)}): make "
@@ -158,7 +158,7 @@ def _store_errors(uri: str) -> Iterator[None]:
     except (TableNotFoundError, CommitFailedError):
         raise
     except (OSError, DeltaError) as exc:
-        explained = lake_store.explain(exc, uri, os.environ)
+        explained = store_errors.explain(exc, uri, os.environ)
         if explained is None:
             raise
         raise EosError(explained) from None

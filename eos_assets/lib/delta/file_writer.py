@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame
 
+from eos_assets.lib import store_errors
 from eos_assets.lib.delta.delta_io import add_action, as_uri, data_schema
 from eos_assets.lib.delta.delta_stats import file_stats
 
@@ -97,12 +98,14 @@ def _write_task(
         part = _partition_text(group[partition_by]) if partition_by else None
         folder = f"{partition_by}={part}/" if partition_by else ""
         path = f"{folder}part-{uuid.uuid4().hex}.snappy.parquet"
-        fs.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
-        pq.write_table(table, f"{root}/{path}", filesystem=fs, compression="snappy")
+        with store_errors.task_errors(table_uri):
+            fs.create_dir(f"{root}/{folder}".rstrip("/"), recursive=True)
+            pq.write_table(table, f"{root}/{path}", filesystem=fs, compression="snappy")
+            size = fs.get_file_info(f"{root}/{path}").size or 0
         yield pa.record_batch(
             {
                 "path": pa.array([path]),
-                "size": pa.array([fs.get_file_info(f"{root}/{path}").size or 0], pa.int64()),
+                "size": pa.array([size], pa.int64()),
                 "stats": pa.array([file_stats(table)]),
                 "part": pa.array([part], pa.string()),
                 "records": pa.array([table.num_rows], pa.int64()),

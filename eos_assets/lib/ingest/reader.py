@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from eos_assets.lib import store_errors
 from eos_assets.lib.contract.schema import to_bronze_table
 from eos_assets.lib.contract.stream_shape import BOOLEAN, STRING, Contract
 from eos_assets.lib.delta.delta_stats import file_stats
@@ -253,19 +254,20 @@ def read_range_to_file(
     with _cyclic_gc_paused():
         table = fetch_range(r, contract, config, timeout_s, driver_pid, retry_s)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
-    fs, root = pafs.FileSystem.from_uri(table_uri)
-    target = f"{root.rstrip('/')}/{name}"
     dictionary, statistics = parquet_encodings(contract, table)
-    pq.write_table(
-        table,
-        target,
-        filesystem=fs,
-        compression="snappy",
-        # Both take a list of columns (pyarrow's documentation); its stubs say only bool.
-        use_dictionary=dictionary,  # pyright: ignore[reportArgumentType]
-        write_statistics=statistics,  # pyright: ignore[reportArgumentType]
-    )
-    size = fs.get_file_info(target).size or 0
+    with store_errors.task_errors(table_uri):
+        fs, root = pafs.FileSystem.from_uri(table_uri)
+        target = f"{root.rstrip('/')}/{name}"
+        pq.write_table(
+            table,
+            target,
+            filesystem=fs,
+            compression="snappy",
+            # Both take a list of columns (pyarrow's documentation); its stubs say only bool.
+            use_dictionary=dictionary,  # pyright: ignore[reportArgumentType]
+            write_statistics=statistics,  # pyright: ignore[reportArgumentType]
+        )
+        size = fs.get_file_info(target).size or 0
     error = table.column("error")
     offsets = table.column("offset")
     return WrittenFile(

@@ -25,8 +25,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from eos_assets.lib import local_process
-from eos_assets.lib.errors import EosError, SparkServerError
+from eos_assets.lib import lake_store, local_process
+from eos_assets.lib.errors import ConfigError, EosError, SparkServerError
 from eos_assets.lib.ports import free_port, port_free
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import PARALLELISM, local_slots, spark_config
@@ -51,6 +51,8 @@ class ServerInfo:
     pid: int
     log: str
     session: str = ""
+    # The object store whose settings the server was started with (``lake_store.store_of``).
+    store: str = ""
 
     def run_url(self) -> str:
         """The URL runs connect with: the server's, naming the shared session."""
@@ -114,7 +116,11 @@ def start_server(
     # Its own process group: a signal to it reaches spark-submit's JVM and its Python workers.
     proc = local_process.start_service(command, out_path, cwd=state_dir, env=env)
     info = ServerInfo(
-        url=f"sc://127.0.0.1:{port}", pid=proc.pid, log=str(out_path), session=str(uuid.uuid4())
+        url=f"sc://127.0.0.1:{port}",
+        pid=proc.pid,
+        log=str(out_path),
+        session=str(uuid.uuid4()),
+        store=lake_store.store_of(os.environ.get("EOS_LAKE_ROOT", ""), os.environ),
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -163,18 +169,30 @@ def down(state_dir: Path) -> bool:
     return local_process.stop_recorded(_state_file(state_dir), ServerInfo, MAIN_CLASS, stop_server)
 
 
-def local_url(state_dir: Path) -> str:
+def local_url(state_dir: Path, lake_root: str | None = None) -> str:
     """Return the URL runs use for the running local server of ``state_dir``: its address and
     the shared session (``ServerInfo.run_url``).
 
+    With ``lake_root`` (a run's lake), the server must have been started with the settings of
+    that lake's object store: a server started without them cannot read its tables.
+
     Raises:
         SparkServerError: no local server runs (one line: start it with `eos-assets spark up`).
+        ConfigError: the server was not started for the lake's store (one line: restart it).
     """
     info = server_status(state_dir)
     if info is None:
         raise SparkServerError(
             "EOS_SPARK_CONNECT=local but no Spark server runs: start it with "
             "`eos-assets spark up`, or unset EOS_SPARK_CONNECT for an in-process session"
+        )
+    wanted = lake_store.store_of(lake_root or "", os.environ)
+    if wanted and wanted != info.store:
+        started = f"for {info.store}" if info.store else "without the settings of a lake on S3"
+        raise ConfigError(
+            f"the local Spark server was started {started}, not for the lake at {lake_root} "
+            f"({wanted}): restart the Spark server with the lake's variables: "
+            "eos-assets spark down && eos-assets spark up"
         )
     return info.run_url()
 

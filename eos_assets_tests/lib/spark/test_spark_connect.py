@@ -1,5 +1,6 @@
 """The local Spark Connect server: started once, the bronze ingest over it equals the in-process
-one (aborted records never), a task's error comes back as its one line, a crash mid-read then a
+one (aborted records never), a server started without a lake's S3 settings is refused for a
+lake on S3 in one line, a task's error comes back as its one line, a crash mid-read then a
 rerun is exact, a server killed mid-run fails the run in one line within seconds and after
 ``spark up`` a rerun is exact, a derived step without its server fails in one line having
 committed nothing, runs share one session of the server (one Python daemon, not one each), and
@@ -22,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from eos_assets import cli
 from eos_assets.defs.stream import ORDERS
+from eos_assets.devkit import s3server
 from eos_assets.lib import faults
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.ingest.ingest import ingest_bronze
@@ -29,6 +31,7 @@ from eos_assets.lib.ports import free_port
 from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults.ingest_once import FAILED
 from eos_assets_tests.support.records import batch, committed_truth, rows
+from eos_assets_tests.support.s3 import lake_env, objects
 from eos_assets_tests.support.txn_producer import Sent, send_transaction
 
 # One asset (``sys.argv[1]``) materialized in a Dagster run of its own, with the product's
@@ -152,6 +155,31 @@ def test_the_local_server_states_its_task_slots(connect_state: Path) -> None:
         [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120
     )
     assert done.stdout.split() == ["2", "2"], done.stderr[-500:]
+
+
+def test_a_server_started_without_the_lakes_s3_settings_is_refused_in_one_line(
+    connect_state: Path,
+    s3_server: s3server.S3Info,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The session's server was started for a local lake; the run's lake is on S3.
+    lake = lake_env(s3_server)
+    topic = make_topic(1)
+    send_transaction(kafka_bootstrap, topic, batch(10, 1))
+    settings = {**lake, "EOS_TOPICS": topic, "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap}
+    run = product_run(connect_state, "orders/bronze/raw_events", "local", **settings)
+    assert run is not None and not run["success"], run
+    [failure] = run["failures"]
+    assert failure["description"] == (
+        "the local Spark server was started without the settings of a lake on S3, not for the "
+        f"lake at {lake['EOS_LAKE_ROOT']} (s3 {s3_server.endpoint}): restart the Spark server "
+        "with the lake's variables: eos-assets spark down && eos-assets spark up"
+    )
+    for name, value in lake.items():
+        monkeypatch.setenv(name, value)
+    assert objects(lake["EOS_LAKE_ROOT"]) == [], "nothing may be written before Spark is there"
 
 
 def test_a_task_error_over_connect_is_its_one_line(
