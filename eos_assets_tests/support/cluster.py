@@ -5,9 +5,11 @@ finds three nodes again.
 """
 
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import pytest
 from confluent_kafka.admin import (  # documented; the stub hides the ACL types
@@ -21,6 +23,8 @@ from confluent_kafka.admin import (  # documented; the stub hides the ACL types
 
 from eos_assets.devkit import cluster, cluster_security
 from eos_assets.lib import local_process
+
+T = TypeVar("T")
 
 # Heaps of the session's nodes: three JVMs next to Spark on a 2-core machine.
 TEST_HEAP = "-Xmx320m"
@@ -55,6 +59,16 @@ class LiveCluster:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         (future,) = admin.describe_consumer_groups([group], request_timeout=30).values()
         return future.result(30).coordinator.id
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id leading the ``__transaction_state`` partition of ``transactional_id``:
+        Kafka places an id by its Java ``String.hashCode``, made positive, modulo the
+        partitions."""
+        h = 0
+        for ch in transactional_id:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        state = self.replicas("__transaction_state")
+        return self.leader("__transaction_state", (h & 0x7FFFFFFF) % len(state))
 
     def replicas(self, topic: str) -> dict[int, list[int]]:
         """The replicas of each partition of ``topic``."""
@@ -101,6 +115,33 @@ class LiveCluster:
             if parts and all(len(p.isrs) == len(self.info.nodes) for p in parts):
                 return
             time.sleep(0.5)
+
+
+class Background(Generic[T]):
+    """``call()`` run in a thread of its own while the test kills brokers under it."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._done: list[T | BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Callable[[], T]) -> None:
+        try:
+            self._done.append(call())
+        except BaseException as exc:  # handed to the test thread
+            self._done.append(exc)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the call to end."""
+        self._thread.join(timeout)
+
+    def result(self) -> T:
+        """What the call returned; what it raised is raised here."""
+        assert self._done, "the call did not end in time"
+        (outcome,) = self._done
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from eos_assets.lib.contract.stream_shape import WindowShape
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.windows import key_columns
 from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.kafka.retry import with_retry
 from eos_assets.lib.outbound import outbound_changes, outbound_position
 from eos_assets.lib.outbound.outbound_position import Position, Session
 
@@ -140,7 +141,9 @@ def _transaction(
                 "check the broker; nothing of this transaction is visible"
             )
         faults.crash_point(AFTER_SEND)
-        producer.commit_transaction(_TIMEOUT_S)
+        # A coordinator that dies meanwhile costs a retry: committing the same transaction
+        # again is allowed after a retriable error, and commits it once.
+        with_retry(lambda: producer.commit_transaction(_TIMEOUT_S))
     except (KafkaException, SystemError) as exc:
         error = _kafka_error(exc)
         if error is None:
