@@ -12,14 +12,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import pytest
-from confluent_kafka.admin import (  # documented; the stub hides the ACL types
-    AclBinding,  # pyright: ignore[reportPrivateImportUsage]
-    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
-    AclPermissionType,  # pyright: ignore[reportPrivateImportUsage]
-    AdminClient,
-    ResourcePatternType,  # pyright: ignore[reportPrivateImportUsage]
-    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
-)
+from confluent_kafka.admin import AdminClient
 
 from eos_assets.devkit import cluster, cluster_security
 from eos_assets.lib import local_process
@@ -82,18 +75,10 @@ class LiveCluster:
         config = cluster_security.client_config(user, secret, self.info.ca_pem)
         return {"bootstrap.servers": self.info.secure_bootstrap, **config}
 
-    def grant(self, user: str, kind: ResourceType, name: str, *ops: AclOperation) -> None:
-        """Allow ``user`` the operations ``ops`` on the resource ``kind`` named ``name``."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        acls = [
-            AclBinding(
-                kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
-                AclPermissionType.ALLOW,
-            )
-            for op in ops
-        ]  # fmt: skip
-        for future in admin.create_acls(acls).values():
-            future.result(30)
+    def grant(self, user: str, kind: str, name: str, *operations: str) -> None:
+        """Allow ``user`` the ``operations`` (READ, WRITE...) on the resource ``kind`` (TOPIC,
+        GROUP, TRANSACTIONAL_ID) named ``name``."""
+        cluster_security.grant(self.bootstrap, user, kind, name, *operations)
 
     def kill(self, node_id: int) -> None:
         """SIGKILL node ``node_id``."""
