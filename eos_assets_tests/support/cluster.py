@@ -22,7 +22,14 @@ T = TypeVar("T")
 # Heaps of the session's nodes: three JVMs next to Spark on a 2-core machine.
 TEST_HEAP = "-Xmx320m"
 # SCRAM users of the secured listener; each test grants its user what it needs.
-USERS = ("eos-ingest", "eos-describe", "eos-nobody")
+USERS = (
+    "eos-ingest",
+    "eos-describe",
+    "eos-nobody",
+    "eos-agg-out",
+    "eos-agg-out-no-txn",
+    "eos-agg-out-no-write",
+)
 
 
 @dataclass

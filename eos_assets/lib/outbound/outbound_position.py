@@ -42,6 +42,7 @@ _READ_LIMIT_S = 90.0
 # A fenced or finished client may log the broker's disconnects.
 _quiet = kafka_admin.quiet_logger(__name__)
 _NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+_GROUP_DENIED = KafkaError.GROUP_AUTHORIZATION_FAILED
 
 LogRecord = tuple[int, bytes | None, bytes | None]
 
@@ -141,8 +142,10 @@ def read_log(
                 )
             for msg in consumer.consume(1000, 0.1):
                 err = msg.error()
-                if err is not None and transient(err):
-                    continue  # a leader that died: the consumer fetches from the next one
+                if err is not None and (transient(err) or err.code() == _GROUP_DENIED):
+                    # A leader that died: the consumer fetches from the next one. A denied
+                    # group: the client looks its group up, but this read never uses it.
+                    continue
                 if err is not None:
                     raise BrokerError(f"cannot read {topic} ({err.str()}): check the broker")
                 offset = msg.offset()
@@ -168,6 +171,11 @@ def transactional_producer(config: Mapping[str, str], tid: str) -> Producer:
         # Allowed again after a retriable error (a coordinator that died, say).
         with_retry(lambda: producer.init_transactions(TIMEOUT_S))
     except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            rights = "WRITE and DESCRIBE"
+            raise BrokerError(
+                kafka_admin.not_authorized(config, tid, rights, "transactional id")
+            ) from exc
         raise BrokerError(
             f"cannot initialize transactional id {tid} ({exc.args[0].str()}): check the broker"
         ) from exc
