@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo_options import DemoOptions
-from eos_assets.devkit import broker, cluster, s3server
+from eos_assets.devkit import broker, cluster, cluster_security, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import EosError
 from eos_assets.settings import Settings
@@ -129,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=(1, 3),
         default=1,
         help="3: a replicated cluster (RF 3, min ISR 2, no unclean election) on 127.0.0.1",
+    )
+    broker_up.add_argument(
+        "--secure",
+        action="store_true",
+        help="with --nodes 3: a SASL_SSL listener (SCRAM-SHA-512, a local CA, ACLs); prints "
+        "the EOS_KAFKA_* exports of the product's user",
     )
     _service_parser(
         commands,
@@ -282,8 +288,19 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start a local service unless it runs; print its address."""
+    secure = getattr(args, "secure", False)
+    if secure and getattr(args, "nodes", 1) == 1:
+        raise EosError("--secure needs a cluster: `eos-assets broker up --nodes 3 --secure`")
     if getattr(args, "nodes", 1) > 1:
-        print(cluster.up(_state_dir(), args.nodes).bootstrap)
+        info = cluster.up(_state_dir(), args.nodes, secure)
+        if not info.secure_bootstrap:
+            print(info.bootstrap)
+            return 0
+        folder = Path(info.nodes[0].data_dir).parent
+        password = cluster_security.local_users(folder)[cluster_security.PRODUCT]
+        print(f"# admin (super user) {cluster_security.ADMIN}: password in {folder}/users.json")
+        print(f"# plaintext listener (administration only): {info.bootstrap}")
+        print("\n".join(cluster_security.exports(info.secure_bootstrap, info.ca_pem, password)))
         return 0
     print(args.service.start(Settings.from_env(), args.port))
     return 0

@@ -4,21 +4,17 @@
 is started for the session in a temporary folder and stopped with SIGTERM at the end.
 """
 
-import logging
 import os
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from eos_assets.devkit import broker
 from eos_assets.settings import Settings
-
-# (partition, offset, key, value) of one record read back.
-ReadRecord = tuple[int, int, bytes | None, bytes | None]
+from eos_assets_tests.support.committed import ReadRecord as ReadRecord
+from eos_assets_tests.support.committed import read_committed_records
 
 # The other real-service fixtures (a SparkSession, a lake root, an S3 server) live next to
 # this file.
@@ -27,10 +23,6 @@ pytest_plugins = [
     "eos_assets_tests.support.cluster",
     "eos_assets_tests.support.s3",
 ]
-
-_quiet = logging.getLogger("eos_assets_tests.librdkafka")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
 
 
 # Fixtures that start or reach a real service: a test using one (directly or through another
@@ -109,49 +101,9 @@ def read_committed(
     ``starts`` maps partitions to first offsets (default: every partition from its beginning);
     partitions not in a given ``starts`` are not read.
     """
+    config = {**kafka_client_config, "bootstrap.servers": kafka_bootstrap}
 
     def read(topic: str, starts: dict[int, int] | None = None, timeout: float = 30.0):
-        consumer = Consumer(
-            {
-                **kafka_client_config,
-                "bootstrap.servers": kafka_bootstrap,
-                "group.id": f"test-{uuid.uuid4().hex}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "logger": _quiet,
-            }
-        )
-        try:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            if starts is None:
-                starts = {p: 0 for p in partitions}
-            ends = {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
-                for p in starts
-            }
-            pending = {p for p in starts if starts[p] < ends[p]}
-            consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(pending)])
-            records: list[ReadRecord] = []
-            deadline = time.monotonic() + timeout
-            while pending:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}: partitions {sorted(pending)} did not finish")
-                for msg in consumer.consume(1000, 0.2):
-                    err = msg.error()
-                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                    elif err is not None:
-                        raise RuntimeError(err.str())
-                    else:
-                        partition, offset = msg.partition(), msg.offset()
-                        assert partition is not None and offset is not None
-                        records.append((partition, offset, msg.key(), msg.value()))
-                for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
-                    if tp.offset >= ends[tp.partition]:
-                        pending.discard(tp.partition)
-            return records
-        finally:
-            consumer.close()
+        return read_committed_records(config, topic, starts, timeout)
 
     return read

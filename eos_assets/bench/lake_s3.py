@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eos_assets.bench.lake import BRONZE, DERIVED, UNCAPPED, BenchLake, start_spark
 from eos_assets.bench.options import BenchOptions
-from eos_assets.bench.report import Measurement
+from eos_assets.bench.report import Measurement, time_ratio
 from eos_assets.bench.stream import Stream
 from eos_assets.lib import lake_store
 from eos_assets.lib.errors import ConfigError
@@ -49,21 +49,22 @@ def lake_stage(o: BenchOptions, work: Path, bootstrap: str, client: dict) -> lis
     ingest = {name: lake.materialize(BRONZE, UNCAPPED).wall for name, lake in _both(local, remote)}
     graph = {name: lake.materialize(DERIVED).wall for name, lake in _both(local, remote)}
     return [
-        _ratio("ingest", f"ingest from empty on S3 / local disk at {o.events:,} events", ingest),
-        _ratio("graph", f"derived assets from empty on S3 / local disk at {o.events:,}", graph),
+        time_ratio(
+            "ingest",
+            f"ingest from empty on S3 / local disk at {o.events:,} events",
+            ingest,
+            "s3",
+            "local",
+        ),
+        time_ratio(
+            "graph",
+            f"derived assets from empty on S3 / local disk at {o.events:,}",
+            graph,
+            "s3",
+            "local",
+        ),
     ]
 
 
 def _both(local: BenchLake, remote: BenchLake) -> list[tuple[str, BenchLake]]:
     return [("local", local), ("s3", remote)]
-
-
-def _ratio(stage: str, name: str, seconds: dict[str, float]) -> Measurement:
-    return Measurement(
-        stage,
-        name,
-        round(seconds["s3"] / seconds["local"], 2),
-        "x",
-        detail=f"S3 {seconds['s3']:.1f} s, local {seconds['local']:.1f} s",
-        data={"seconds": seconds},
-    )

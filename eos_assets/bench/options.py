@@ -9,6 +9,8 @@ from eos_assets.lib.errors import ConfigError
 
 # In the order they run; each can be selected alone with --only.
 STAGES = ("ingest", "memory", "graph", "peer", "incremental", "checks", "freshness")
+# Stages that run only when named, and alone (``cluster_bench.py``: a 3-node cluster of its own).
+ALONE = ("cluster",)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add("--producers", type=int, default=d.producers, help="producer processes for bulk data")
     add("--repeats", type=int, default=d.repeats, help="passes of each ingest variant")
     add("--spark-master", default=d.master, help="its task slots set the ceiling's processes")
-    add("--only", default=",".join(STAGES), help=f"comma-separated stages: {', '.join(STAGES)}")
+    add(
+        "--only",
+        default=",".join(STAGES),
+        help=f"comma-separated stages: {', '.join(STAGES)}; or, alone, {', '.join(ALONE)}",
+    )
     add("--out", type=Path, default=None, help="result stem (default bench-results/bench-<time>)")
     add("--work", type=Path, default=None, help="scratch folder (default: next to --out)")
     add("--keep", action="store_true", help="keep the scratch folder (broker data, lakes)")
@@ -94,9 +100,12 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
         ConfigError: an unknown stage or a size below 1.
     """
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
-    unknown = sorted(set(only) - set(STAGES))
+    unknown = sorted(set(only) - set(STAGES) - set(ALONE))
     if unknown:
-        raise ConfigError(f"unknown stage(s) {', '.join(unknown)}: choose from {', '.join(STAGES)}")
+        known = ", ".join((*STAGES, *ALONE))
+        raise ConfigError(f"unknown stage(s) {', '.join(unknown)}: choose from {known}")
+    if set(only) & set(ALONE) and len(only) > 1:
+        raise ConfigError(f"--only {','.join(only)}: {', '.join(ALONE)} runs alone")
     if min(args.events, args.big, args.batch, args.backlog, args.producers, args.repeats) < 1:
         raise ConfigError(
             "--events, --big, --batch, --backlog, --producers and --repeats must be >= 1"

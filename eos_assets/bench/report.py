@@ -54,6 +54,20 @@ def at_most(value: float | None, bound: float) -> bool | None:
     return None if value is None else value <= bound
 
 
+def time_ratio(
+    stage: str, name: str, seconds: dict[str, float], over: str, under: str
+) -> Measurement:
+    """The line ``seconds[over] / seconds[under]`` (``x``), both times in its detail."""
+    return Measurement(
+        stage,
+        name,
+        round(float(seconds[over]) / float(seconds[under]), 2),
+        "x",
+        detail=f"{over} {float(seconds[over]):.1f} s, {under} {float(seconds[under]):.1f} s",
+        data={"seconds": seconds},
+    )
+
+
 @dataclass
 class BenchReport:
     """Everything one run measured, plus the machine and its load."""

@@ -10,7 +10,16 @@ from pathlib import Path
 import dagster as dg
 from pyspark.sql import SparkSession
 
-from eos_assets.bench import chart, compare, lake_s3, memory, peers, stages, structured
+from eos_assets.bench import (
+    chart,
+    cluster_bench,
+    compare,
+    lake_s3,
+    memory,
+    peers,
+    stages,
+    structured,
+)
 from eos_assets.bench.freshness import freshness_stage
 from eos_assets.bench.lake import (
     BRONZE,
@@ -22,7 +31,7 @@ from eos_assets.bench.lake import (
     start_spark,
 )
 from eos_assets.bench.machine import machine_info
-from eos_assets.bench.options import BenchOptions
+from eos_assets.bench.options import ALONE, BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import PARTITIONS, Stream, bench_kafka
 from eos_assets.bench.warm_graph import warm_graph_lines
@@ -45,6 +54,9 @@ def run_bench(options: BenchOptions) -> BenchReport:
         with bench_kafka(work) as (bootstrap, client):
             if options.lake is not None:
                 for line in lake_s3.lake_stage(options, work, bootstrap, client):
+                    report.add(line)
+            elif options.only == ALONE:
+                for line in cluster_bench.cluster_stage(options, work, bootstrap, client):
                     report.add(line)
             elif options.only != ("freshness",):
                 _measured(options, report, work, bootstrap, client)

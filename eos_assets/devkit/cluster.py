@@ -176,21 +176,38 @@ def read_state(state_dir: Path) -> ClusterInfo | None:
     return None
 
 
-def up(state_dir: Path, nodes: int = 3) -> ClusterInfo:
+def up(state_dir: Path, nodes: int = 3, secure: bool = False) -> ClusterInfo:
     """Start the cluster of ``state_dir`` unless it runs already; return it.
 
+    ``secure`` (or a cluster first made so) adds the SASL_SSL listener with the users of
+    ``cluster_security.local_users``, the product's with README's ACLs.
+
     Raises:
-        BrokerError: the one-node broker of ``state_dir`` runs (stop it first).
+        BrokerError: the one-node broker of ``state_dir`` runs (stop it first), or ``secure``
+            is asked of a cluster made without it.
     """
+    folder = state_dir / "broker" / "cluster"
+    made = (folder / "node-1" / "logs" / "meta.properties").exists()
+    if secure and made and not security.has_users(folder):
+        raise BrokerError(
+            f"the cluster in {folder} was made without --secure (its users are created when "
+            "it is made): stop it and delete that folder, or start it without --secure"
+        )
     running = read_state(state_dir)
     if running is not None and all(_is_node(n.pid) for n in running.nodes):
+        if secure and not running.secure_bootstrap:
+            raise BrokerError("the cluster runs without --secure: `eos-assets broker down` first")
         return running
     if broker.broker_status(state_dir) is not None:
         raise BrokerError(
             "the one-node broker runs: stop it (`eos-assets broker down`) before "
             "`eos-assets broker up --nodes 3`"
         )
-    info = start_cluster(state_dir / "broker" / "cluster", nodes)
+    users = security.local_users(folder) if secure or security.has_users(folder) else None
+    extra = security.super_users() if users is not None else None
+    info = start_cluster(folder, nodes, overrides=extra, users=users)
+    if users is not None:
+        security.grant_product(info.bootstrap)
     write_state(state_dir, info)
     return info
 

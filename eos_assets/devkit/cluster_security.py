@@ -10,8 +10,20 @@ controllers talk over it, and ACLs are created through it.
 """
 
 import contextlib
+import json
+import secrets
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
+
+from confluent_kafka.admin import (  # documented; the stub hides the ACL types
+    AclBinding,  # pyright: ignore[reportPrivateImportUsage]
+    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
+    AclPermissionType,  # pyright: ignore[reportPrivateImportUsage]
+    AdminClient,
+    ResourcePatternType,  # pyright: ignore[reportPrivateImportUsage]
+    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
+)
 
 from eos_assets.devkit.tls import BrokerTls
 from eos_assets.devkit.tls import ensure_tls as ensure_tls
@@ -75,3 +87,67 @@ def client_config(user: str, password: str, ca_pem: str) -> dict[str, str]:
         "ssl.ca.location": ca_pem,
         "ssl.endpoint.identification.algorithm": "https",
     }
+
+
+# ``eos-assets broker up --nodes 3 --secure``: an administrator (a super user) and the user the
+# product runs as, with the ACLs of README's "A Kafka cluster" on every topic and
+# transactional id (a local cluster; grant per topic on a shared one).
+ADMIN, PRODUCT = "eos-admin", "eos-assets"
+_USERS_FILE = "users.json"
+_ACLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("TOPIC", "*", ("READ", "DESCRIBE", "WRITE", "CREATE")),
+    ("GROUP", "eos-assets", ("READ",)),
+    ("TRANSACTIONAL_ID", "*", ("WRITE", "DESCRIBE")),
+)
+
+
+def local_users(folder: Path) -> dict[str, str]:
+    """The users of the local secured cluster (name -> password): made once, kept readable
+    only by their owner in ``folder/users.json``."""
+    path = folder / _USERS_FILE
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return dict(json.loads(path.read_text()))
+    users = {ADMIN: secrets.token_urlsafe(18), PRODUCT: secrets.token_urlsafe(18)}
+    folder.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(users))
+    return users
+
+
+def has_users(folder: Path) -> bool:
+    """Whether the cluster in ``folder`` was made with ``--secure``."""
+    return (folder / _USERS_FILE).exists()
+
+
+def super_users() -> dict[str, str]:
+    """The server property that makes ``ADMIN`` a super user beside the plaintext listener's."""
+    return {"super.users": f"User:ANONYMOUS;User:{ADMIN}"}
+
+
+def grant(bootstrap: str, user: str, kind: str, name: str, *operations: str) -> None:
+    """Allow ``user`` the ``operations`` on the resource ``kind`` (TOPIC, GROUP,
+    TRANSACTIONAL_ID) named ``name`` (``*``: all of that kind), through the plaintext listener."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    acls = [
+        AclBinding(
+            ResourceType[kind], name, ResourcePatternType.LITERAL, f"User:{user}", "*",
+            AclOperation[op], AclPermissionType.ALLOW,
+        )
+        for op in operations
+    ]  # fmt: skip
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+
+
+def grant_product(bootstrap: str) -> None:
+    """Give ``PRODUCT`` what the whole product needs (README, "A Kafka cluster")."""
+    for kind, name, operations in _ACLS:
+        grant(bootstrap, PRODUCT, kind, name, *operations)
+
+
+def exports(secure_bootstrap: str, ca_pem: str, password: str) -> list[str]:
+    """The ``export EOS_KAFKA_*`` lines that point the product at the secured listener as
+    ``PRODUCT``: the only place its password is printed."""
+    config = {"bootstrap": secure_bootstrap, **client_config(PRODUCT, password, ca_pem)}
+    names = {k: "EOS_KAFKA_" + k.upper().replace(".", "_") for k in config}
+    return [f"export {names[k]}={shlex.quote(v)}" for k, v in config.items()]

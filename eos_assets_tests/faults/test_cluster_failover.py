@@ -5,7 +5,6 @@ partitions being read dies during the plan, during the read in Spark tasks and d
 commit; each run succeeds, and bronze holds every committed record once (the oracle).
 """
 
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -13,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults
-from eos_assets.lib.ingest.ingest import IngestOutcome, ingest_bronze
+from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets_tests.faults.harness import Ledger, finish, start_ingest, wait_for_files
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.support.cluster import LiveCluster
+from eos_assets_tests.support.cluster import Background, LiveCluster
+from eos_assets_tests.support.committed import read_committed_records
 
 Producer = Callable[..., list[dict[str, Any]]]
 
@@ -128,37 +127,19 @@ def test_group_coordinator_killed_during_commit_costs_a_retry(
     monkeypatch.setenv(faults.PAUSE_ENV, faults.BEFORE_COMMIT)
     monkeypatch.setenv(faults.PAUSE_DIR_ENV, str(tmp_path))
     config = {"bootstrap.servers": kafka_cluster.bootstrap}
-    done: list[IngestOutcome | BaseException] = []
-
-    def run() -> None:
-        try:
-            done.append(ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract))
-        except BaseException as exc:  # handed to the test thread
-            done.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    run = Background(lambda: ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract))
     try:
         wait_for_files(tmp_path, f"{faults.BEFORE_COMMIT}-*.ready", 1, 120)
         kafka_cluster.kill(kafka_cluster.coordinator("eos-assets"))
         (tmp_path / faults.RELEASE).touch()
-        thread.join(180)
+        run.join(180)
     finally:
         kafka_cluster.revive()
-    (outcome,) = done
-    assert isinstance(outcome, IngestOutcome), outcome
+    outcome = run.result()
     assert outcome.version == 1 and outcome.advisory_committed
     verdict = judge(table, manifest)
     ledger.record("3 nodes: group coordinator SIGKILL at commit", 1, verdict.lost, verdict.doubled)
     assert verdict.exact, verdict
-
-
-def _java_hash(text: str) -> int:
-    """Java's ``String.hashCode``: how Kafka places a transactional id in its state topic."""
-    h = 0
-    for ch in text:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h
 
 
 def test_transaction_coordinator_killed_inside_produce_costs_a_retry(
@@ -170,28 +151,16 @@ def test_transaction_coordinator_killed_inside_produce_costs_a_retry(
     options = ProduceOptions(
         topic=topic, count=3000, seed=75, rate=300, transaction_size=100, abort_ratio=0.2
     )
-    state = kafka_cluster.replicas("__transaction_state")
-    coordinator = kafka_cluster.leader(
-        "__transaction_state", (_java_hash(options.identity()) & 0x7FFFFFFF) % len(state)
-    )
+    coordinator = kafka_cluster.transaction_coordinator(options.identity())
     path = tmp_path / "manifest.jsonl"
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            produce(kafka_cluster.bootstrap, options, path)
-        except BaseException as exc:  # handed to the test thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    run = Background(lambda: produce(kafka_cluster.bootstrap, options, path))
     try:
         time.sleep(3)  # about 900 records in: a transaction is open nearly all the time
         kafka_cluster.kill(coordinator)
-        thread.join(240)
+        run.join(240)
     finally:
         kafka_cluster.revive()
-    assert not failed, failed
+    run.result()
     manifest = read_manifest(path)
     committed = {(m["partition"], m["offset"]) for m in manifest if m["status"] == "committed"}
     exposed = _committed_offsets(kafka_cluster.bootstrap, topic)
@@ -201,31 +170,5 @@ def test_transaction_coordinator_killed_inside_produce_costs_a_retry(
 
 
 def _committed_offsets(bootstrap: str, topic: str) -> set[tuple[int, int]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"audit-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    found: set[tuple[int, int]] = set()
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            positions = consumer.position([TopicPartition(topic, p) for p in partitions])
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
-                break
-            for m in consumer.consume(1000, timeout=1):
-                partition, offset = m.partition(), m.offset()
-                if m.error() is None and partition is not None and offset is not None:
-                    found.add((partition, offset))
-    finally:
-        consumer.close()
-    return found
+    records = read_committed_records({"bootstrap.servers": bootstrap}, topic, timeout=60)
+    return {(partition, offset) for partition, offset, _, _ in records}

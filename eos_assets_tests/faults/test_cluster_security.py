@@ -7,10 +7,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (  # documented; the stub hides the ACL types
-    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
-    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
-)
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -61,8 +57,7 @@ def test_ingest_needs_only_read_and_describe_on_the_topic(
     reports the denial, the readers never commit to it), and the advisory commit to group
     ``eos-assets`` is a warning naming the ACL."""
     topic, manifest = secured_topic
-    kafka_cluster.grant("eos-ingest", ResourceType.TOPIC, topic, AclOperation.READ)
-    kafka_cluster.grant("eos-ingest", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    kafka_cluster.grant("eos-ingest", "TOPIC", topic, "READ", "DESCRIBE")
     config = kafka_cluster.client("eos-ingest")
     with caplog.at_level(logging.WARNING):
         outcome = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
@@ -96,7 +91,7 @@ def test_missing_topic_acls_are_named(
     nothing = _fails(spark, table, topic, kafka_cluster.client("eos-nobody"))
     assert f"User:eos-nobody READ and DESCRIBE on topic {topic}" in nothing, nothing
     # DESCRIBE alone lets the plan read the offsets; the read itself is refused.
-    kafka_cluster.grant("eos-describe", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    kafka_cluster.grant("eos-describe", "TOPIC", topic, "DESCRIBE")
     no_read = _fails(spark, table, topic, kafka_cluster.client("eos-describe"))
     assert f"User:eos-describe READ on topic {topic}" in no_read, no_read
 

@@ -5,27 +5,31 @@ finds three nodes again.
 """
 
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import pytest
-from confluent_kafka.admin import (  # documented; the stub hides the ACL types
-    AclBinding,  # pyright: ignore[reportPrivateImportUsage]
-    AclOperation,  # pyright: ignore[reportPrivateImportUsage]
-    AclPermissionType,  # pyright: ignore[reportPrivateImportUsage]
-    AdminClient,
-    ResourcePatternType,  # pyright: ignore[reportPrivateImportUsage]
-    ResourceType,  # pyright: ignore[reportPrivateImportUsage]
-)
+from confluent_kafka.admin import AdminClient
 
 from eos_assets.devkit import cluster, cluster_security
 from eos_assets.lib import local_process
 
+T = TypeVar("T")
+
 # Heaps of the session's nodes: three JVMs next to Spark on a 2-core machine.
 TEST_HEAP = "-Xmx320m"
 # SCRAM users of the secured listener; each test grants its user what it needs.
-USERS = ("eos-ingest", "eos-describe", "eos-nobody")
+USERS = (
+    "eos-ingest",
+    "eos-describe",
+    "eos-nobody",
+    "eos-agg-out",
+    "eos-agg-out-no-txn",
+    "eos-agg-out-no-write",
+)
 
 
 @dataclass
@@ -56,6 +60,16 @@ class LiveCluster:
         (future,) = admin.describe_consumer_groups([group], request_timeout=30).values()
         return future.result(30).coordinator.id
 
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id leading the ``__transaction_state`` partition of ``transactional_id``:
+        Kafka places an id by its Java ``String.hashCode``, made positive, modulo the
+        partitions."""
+        h = 0
+        for ch in transactional_id:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        state = self.replicas("__transaction_state")
+        return self.leader("__transaction_state", (h & 0x7FFFFFFF) % len(state))
+
     def replicas(self, topic: str) -> dict[int, list[int]]:
         """The replicas of each partition of ``topic``."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
@@ -68,18 +82,10 @@ class LiveCluster:
         config = cluster_security.client_config(user, secret, self.info.ca_pem)
         return {"bootstrap.servers": self.info.secure_bootstrap, **config}
 
-    def grant(self, user: str, kind: ResourceType, name: str, *ops: AclOperation) -> None:
-        """Allow ``user`` the operations ``ops`` on the resource ``kind`` named ``name``."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        acls = [
-            AclBinding(
-                kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
-                AclPermissionType.ALLOW,
-            )
-            for op in ops
-        ]  # fmt: skip
-        for future in admin.create_acls(acls).values():
-            future.result(30)
+    def grant(self, user: str, kind: str, name: str, *operations: str) -> None:
+        """Allow ``user`` the ``operations`` (READ, WRITE...) on the resource ``kind`` (TOPIC,
+        GROUP, TRANSACTIONAL_ID) named ``name``."""
+        cluster_security.grant(self.bootstrap, user, kind, name, *operations)
 
     def kill(self, node_id: int) -> None:
         """SIGKILL node ``node_id``."""
@@ -101,6 +107,33 @@ class LiveCluster:
             if parts and all(len(p.isrs) == len(self.info.nodes) for p in parts):
                 return
             time.sleep(0.5)
+
+
+class Background(Generic[T]):
+    """``call()`` run in a thread of its own while the test kills brokers under it."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._done: list[T | BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Callable[[], T]) -> None:
+        try:
+            self._done.append(call())
+        except BaseException as exc:  # handed to the test thread
+            self._done.append(exc)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the call to end."""
+        self._thread.join(timeout)
+
+    def result(self) -> T:
+        """What the call returned; what it raised is raised here."""
+        assert self._done, "the call did not end in time"
+        (outcome,) = self._done
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
 
 @pytest.fixture(scope="session")

@@ -128,13 +128,16 @@ def security_failure(
     return None
 
 
-def not_authorized(client_config: Mapping[str, str], topic: str, rights: str) -> str:
-    """``user bob may not read topic orders: grant it READ and DESCRIBE on topic orders``."""
+def not_authorized(
+    client_config: Mapping[str, str], name: str, rights: str, kind: str = "topic"
+) -> str:
+    """``user bob is not authorized for topic orders ...: grant User:bob READ on topic
+    orders``; ``kind`` names the resource (``transactional id``, say)."""
     user = client_config.get("sasl.username") or "this client"
     return (
-        f"user {user} is not authorized for topic {topic} on Kafka at "
-        f"{client_config.get('bootstrap.servers', '?')}: grant User:{user} {rights} on topic "
-        f'{topic} (README, "A Kafka cluster")'
+        f"user {user} is not authorized for {kind} {name} on Kafka at "
+        f"{client_config.get('bootstrap.servers', '?')}: grant User:{user} {rights} on {kind} "
+        f'{name} (README, "A Kafka cluster")'
     )
 
 

@@ -17,6 +17,7 @@ from eos_assets.lib.errors import BrokerError, EosError
 from eos_assets.lib.ingest.ranges import TopicPartition as Tp
 from eos_assets.lib.ingest.reader import reader_config
 from eos_assets.lib.kafka.kafka_admin import quiet_logger
+from eos_assets.lib.kafka.retry import with_retry
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -101,7 +102,7 @@ def offsets_for_time(
     """The first offset whose timestamp is at or after ``at_ms``, per partition (None: none).
 
     Asked as a ``read_committed`` consumer, so an offset past the last stable offset is never
-    returned.
+    returned. A leader that dies meanwhile costs a retry (``EOS_KAFKA_RETRY_SECONDS``).
 
     Raises:
         BrokerError: the broker does not answer.
@@ -109,8 +110,10 @@ def offsets_for_time(
     config = {**reader_config(client_config), "group.id": "eos-assets-planner", "logger": _quiet}
     consumer = Consumer(config)
     try:
-        found = consumer.offsets_for_times(
-            [TopicPartition(t, p, at_ms) for t, p in tps], timeout=timeout_s
+        found = with_retry(
+            lambda: consumer.offsets_for_times(
+                [TopicPartition(t, p, at_ms) for t, p in tps], timeout=timeout_s
+            )
         )
     except KafkaException as exc:
         raise BrokerError(_unanswered(at_ms, exc.args[0].str())) from exc

@@ -17,6 +17,10 @@ and another publisher sharing the position topic (another table published into t
 topic) may hold one open below this publisher's last committed position. Stopping there would
 miss that position and publish its versions again; so the read waits until that transaction
 ends (committed, aborted, or expired after its ``transaction.timeout.ms``).
+
+A broker that dies meanwhile costs a retry (``EOS_KAFKA_RETRY_SECONDS``): the initialization of
+the transactional id and the offset reads are retried while Kafka moves the leaderships and the
+transaction coordinator of a dead broker to a live one.
 """
 
 import json
@@ -29,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.kafka import kafka_admin
+from eos_assets.lib.kafka.retry import transient, with_retry
 
 TIMEOUT_S = 30.0
 # Long enough for another producer's transaction on the position topic to end: librdkafka's
@@ -37,6 +42,7 @@ _READ_LIMIT_S = 90.0
 # A fenced or finished client may log the broker's disconnects.
 _quiet = kafka_admin.quiet_logger(__name__)
 _NO_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+_GROUP_DENIED = KafkaError.GROUP_AUTHORIZATION_FAILED
 
 LogRecord = tuple[int, bytes | None, bytes | None]
 
@@ -136,6 +142,10 @@ def read_log(
                 )
             for msg in consumer.consume(1000, 0.1):
                 err = msg.error()
+                if err is not None and (transient(err) or err.code() == _GROUP_DENIED):
+                    # A leader that died: the consumer fetches from the next one. A denied
+                    # group: the client looks its group up, but this read never uses it.
+                    continue
                 if err is not None:
                     raise BrokerError(f"cannot read {topic} ({err.str()}): check the broker")
                 offset = msg.offset()
@@ -158,8 +168,14 @@ def transactional_producer(config: Mapping[str, str], tid: str) -> Producer:
         }
     )
     try:
-        producer.init_transactions(TIMEOUT_S)
+        # Allowed again after a retriable error (a coordinator that died, say).
+        with_retry(lambda: producer.init_transactions(TIMEOUT_S))
     except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            rights = "WRITE and DESCRIBE"
+            raise BrokerError(
+                kafka_admin.not_authorized(config, tid, rights, "transactional id")
+            ) from exc
         raise BrokerError(
             f"cannot initialize transactional id {tid} ({exc.args[0].str()}): check the broker"
         ) from exc
@@ -177,11 +193,18 @@ def _bounds(config: Mapping[str, str], topic: str, isolation: str) -> tuple[int,
             "logger": _quiet,
         }
     )
+
+    def read() -> tuple[int, int]:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S, cached=False)
+        except KafkaException as exc:
+            if exc.args[0].code() in _NO_TOPIC:
+                return 0, 0  # nothing was ever published
+            raise
+
     try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT_S, cached=False)
+        return with_retry(read)
     except KafkaException as exc:
-        if exc.args[0].code() in _NO_TOPIC:
-            return 0, 0  # nothing was ever published
         raise BrokerError(f"cannot read {topic} ({exc.args[0].str()}): check the broker") from exc
     finally:
         consumer.close()

@@ -32,6 +32,9 @@ from eos_assets.lib.contract.stream_shape import WindowShape
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.windows import key_columns
 from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.kafka import kafka_acl
+from eos_assets.lib.kafka.kafka_admin import not_authorized
+from eos_assets.lib.kafka.retry import with_retry
 from eos_assets.lib.outbound import outbound_changes, outbound_position
 from eos_assets.lib.outbound.outbound_position import Position, Session
 
@@ -103,7 +106,7 @@ def publish_windows(
         pending += [_record(row, key, change.version) for row in change.rows]
         last = change.version == current
         if len(pending) >= max_records_per_transaction or last:
-            _transaction(session, topic, table_uri, pending, change.version)
+            _transaction(session, config, topic, table_uri, pending, change.version)
             outcome.first_version = (
                 first if outcome.first_version is None else outcome.first_version
             )
@@ -116,15 +119,23 @@ def publish_windows(
 
 
 def _transaction(
-    session: Session, topic: str, table_uri: str, records: list[tuple[bytes, bytes]], version: int
+    session: Session,
+    config: Mapping[str, str],
+    topic: str,
+    table_uri: str,
+    records: list[tuple[bytes, bytes]],
+    version: int,
 ) -> None:
     """Send ``records`` and the position ``version`` in one Kafka transaction."""
     producer = session.producer
     failures: list[KafkaError] = []
+    refused: list[str] = []  # topics this user may not write
 
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
+    def delivered(err: KafkaError | None, msg: Any) -> None:
         if err is not None:
             failures.append(err)
+            if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                refused.append(msg.topic() or topic)
 
     position = Position(version)
     try:
@@ -135,12 +146,18 @@ def _transaction(
         value = outbound_position.position_record(position)
         _produce(producer, outbound_position.position_topic(topic), publisher, value, delivered)
         if producer.flush(_TIMEOUT_S) or failures:
+            if failures and all(f.code() == KafkaError._PURGE_QUEUE for f in failures):
+                # The transaction failed as a whole (a partition it was refused) and purged
+                # its records: its commit, which commits nothing then, raises the cause.
+                producer.commit_transaction(_TIMEOUT_S)
             raise BrokerError(
                 f"delivery to {topic} failed ({failures[0].str() if failures else 'timeout'}): "
                 "check the broker; nothing of this transaction is visible"
             )
         faults.crash_point(AFTER_SEND)
-        producer.commit_transaction(_TIMEOUT_S)
+        # A coordinator that dies meanwhile costs a retry: committing the same transaction
+        # again is allowed after a retriable error, and commits it once.
+        with_retry(lambda: producer.commit_transaction(_TIMEOUT_S))
     except (KafkaException, SystemError) as exc:
         error = _kafka_error(exc)
         if error is None:
@@ -152,6 +169,10 @@ def _transaction(
                 "nothing of this run's open transaction is visible"
             ) from exc
         _abort(producer)
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            ours = [topic, outbound_position.position_topic(topic)]
+            denied = [*refused, *kafka_acl.unwritable(config, ours), topic][0]
+            raise BrokerError(not_authorized(config, denied, "WRITE and DESCRIBE")) from exc
         raise BrokerError(f"cannot publish to {topic} ({error.str()}): check the broker") from exc
     except BaseException:
         # Left open, the transaction would hold back every read_committed reader of the topic
