@@ -6,7 +6,6 @@ outcome and offset.
 """
 
 import contextlib
-import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -126,6 +125,11 @@ def produce(
     """
     options.validate()
     config = dict(client_config or {})
+    if config.get("partitioner") == "random":
+        raise ConfigError(
+            "the producer needs a partitioner that sends each key to one partition: "
+            "unset EOS_KAFKA_PARTITIONER or pick a hashing one (consistent_random, murmur2)"
+        )
     check_reachable(bootstrap, config)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**63)
     start = options.start_time or datetime.now(UTC).replace(microsecond=0)
@@ -150,14 +154,15 @@ def produce(
     summary.transactional_id = options.identity()
     config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
     pacer = _Pacer(options.rate)
+    deliveries = _Deliveries(options.topic)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
         plan = next(plans, None)
         while plan is not None:
             if producer is None:
-                producer = _producer(bootstrap, summary.transactional_id, config)
+                producer = _producer(bootstrap, summary.transactional_id, config, deliveries)
             try:
-                deliveries = _send(producer, options.topic, plan, pacer)
+                _send(producer, options.topic, plan, pacer, deliveries)
                 # Drawn while this transaction's records travel: the broker's round trips
                 # overlap the Python work of the next one.
                 upcoming = next(plans, None)
@@ -174,7 +179,9 @@ def produce(
         return manifest.finish(time.monotonic() - pacer.began)
 
 
-def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> Producer:
+def _producer(
+    bootstrap: str, transactional_id: str, config: dict[str, str], deliveries: "_Deliveries"
+) -> Producer:
     producer = Producer(
         {
             **config,
@@ -183,6 +190,8 @@ def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> 
             "acks": "all",
             "transactional.id": transactional_id,
             "linger.ms": 5,
+            # One callback for every record: a callable of its own per record costs more.
+            "on_delivery": deliveries.report,
         }
     )
     try:
@@ -216,51 +225,95 @@ class _Pacer:
 
 
 class _Deliveries:
-    """The delivery reports of one transaction's records, kept by the record's index."""
+    """The delivery reports of the open transaction's records, and each record's offset.
 
-    def __init__(self, topic: str, plan: TransactionPlan) -> None:
+    Reports come through one callback and do not name their record: ``offsets`` attributes
+    them. Every record has a key, and the partitioner sends each key to one partition; within a
+    partition the idempotent producer keeps the order records were handed over in, and the
+    reports come in that order. So the n-th report of a partition is the n-th record sent to it.
+    ``offsets`` checks each premise and refuses to guess when one fails.
+    """
+
+    def __init__(self, topic: str) -> None:
         self.topic = topic
-        self.plan = plan
-        self.offsets: list[tuple[int, int] | None] = [None] * len(plan.records)
+        self.plan = TransactionPlan(-1, [], False)
+        self.reports: list[Message] = []
         self.failures: list[KafkaError] = []
 
-    def report(self, index: int, err: KafkaError | None, msg: Message) -> None:
-        """The delivery callback of record ``index``."""
-        partition, offset = msg.partition(), msg.offset()
-        if err is not None:
+    def start(self, plan: TransactionPlan) -> None:
+        """Collect the reports of ``plan``'s records (those of the last one are all in)."""
+        self.plan, self.reports, self.failures = plan, [], []
+
+    def report(self, err: KafkaError | None, msg: Message) -> None:
+        """The delivery callback of every record."""
+        if err is None:
+            self.reports.append(msg)
+        else:
             self.failures.append(err)
-        elif partition is not None and offset is not None:
-            self.offsets[index] = (partition, offset)
 
     def wait(self, producer: Producer) -> list[tuple[int, int]]:
         """Wait for every report; return (partition, offset) of each record, in order.
 
         Raises:
-            BrokerError: a record was not delivered.
+            BrokerError: a record was not delivered, or the reports cannot be told apart.
         """
         # Flushed before an abort too, so aborted records get offsets the tests can look for.
-        if producer.flush(_TIMEOUT_S) or self.failures or None in self.offsets:
-            failed = self.failures
-            reason = failed[0].str() if failed else "no delivery report for every record"
+        failed = producer.flush(_TIMEOUT_S) or self.failures
+        if failed or len(self.reports) != len(self.plan.records):
+            reason = self.failures[0].str() if self.failures else "a delivery report missing"
             raise BrokerError(
                 f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
                 "check the broker and the topic; finished transactions are in the manifest"
             )
-        return self.offsets  # type: ignore[return-value]  # no None left
+        offsets = self.offsets()
+        if offsets is None:
+            raise BrokerError(
+                f"cannot tell which record each delivery report of transaction "
+                f"{self.plan.index} is: records of one key went to several partitions of "
+                f"{self.topic} (partitions added meanwhile?): produce to a topic whose "
+                "partitions do not change"
+            )
+        return offsets
+
+    def offsets(self) -> list[tuple[int, int]] | None:
+        """(partition, offset) of each record of the plan; None when a premise fails."""
+        queues: dict[int, list[Message]] = {}
+        where: dict[bytes | None, int] = {}
+        for msg in self.reports:
+            partition = msg.partition()
+            if partition is None or where.setdefault(msg.key(), partition) != partition:
+                return None
+            queues.setdefault(partition, []).append(msg)
+        taken = dict.fromkeys(queues, 0)
+        last = dict.fromkeys(queues, -1)
+        offsets: list[tuple[int, int]] = []
+        for record in self.plan.records:
+            key = record.key.encode()
+            partition = where.get(key)
+            if partition is None:
+                return None
+            msg = queues[partition][taken[partition]]
+            offset = msg.offset()
+            # Keys and increasing offsets: the reports came in the order the records went.
+            if msg.key() != key or offset is None or offset <= last[partition]:
+                return None
+            taken[partition] += 1
+            last[partition] = offset
+            offsets.append((partition, offset))
+        return offsets
 
 
-def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) -> _Deliveries:
+def _send(
+    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer, deliveries: _Deliveries
+) -> None:
     """Begin a transaction and hand its records to the client; their reports come later."""
-    deliveries = _Deliveries(topic, plan)
-    report = deliveries.report
+    deliveries.start(plan)
     paced = pacer.rate > 0
     producer.begin_transaction()
     for index, record in enumerate(plan.records):
-        key = record.key.encode() if record.key is not None else None
-        callback = functools.partial(report, index)
         while True:
             try:
-                producer.produce(topic, value=record.value, key=key, on_delivery=callback)
+                producer.produce(topic, record.value, record.key)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 producer.poll(0.05)
@@ -274,7 +327,6 @@ def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) 
             pacer.wait(producer)
         elif index % _POLL_EVERY == 0:
             producer.poll(0)  # serve the delivery reports so far
-    return deliveries
 
 
 def _finish(producer: Producer, plan: TransactionPlan) -> None:
