@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos_assets.devkit import events, page_views
+from eos_assets.devkit.deliveries import Deliveries
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
@@ -154,7 +155,7 @@ def produce(
     summary.transactional_id = options.identity()
     config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
     pacer = _Pacer(options.rate)
-    deliveries = _Deliveries(options.topic)
+    deliveries = Deliveries(options.topic)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
         plan = next(plans, None)
@@ -166,7 +167,7 @@ def produce(
                 # Drawn while this transaction's records travel: the broker's round trips
                 # overlap the Python work of the next one.
                 upcoming = next(plans, None)
-                offsets = deliveries.wait(producer)
+                offsets = deliveries.wait(producer, _TIMEOUT_S)
                 _finish(producer, plan)
             except BaseException:
                 # Left open, the transaction would hold back the partition's last stable
@@ -180,7 +181,7 @@ def produce(
 
 
 def _producer(
-    bootstrap: str, transactional_id: str, config: dict[str, str], deliveries: "_Deliveries"
+    bootstrap: str, transactional_id: str, config: dict[str, str], deliveries: Deliveries
 ) -> Producer:
     producer = Producer(
         {
@@ -224,87 +225,8 @@ class _Pacer:
             time.sleep(min(wait, 0.05))
 
 
-class _Deliveries:
-    """The delivery reports of the open transaction's records, and each record's offset.
-
-    Reports come through one callback and do not name their record: ``offsets`` attributes
-    them. Every record has a key, and the partitioner sends each key to one partition; within a
-    partition the idempotent producer keeps the order records were handed over in, and the
-    reports come in that order. So the n-th report of a partition is the n-th record sent to it.
-    ``offsets`` checks each premise and refuses to guess when one fails.
-    """
-
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        self.plan = TransactionPlan(-1, [], False)
-        self.reports: list[Message] = []
-        self.failures: list[KafkaError] = []
-
-    def start(self, plan: TransactionPlan) -> None:
-        """Collect the reports of ``plan``'s records (those of the last one are all in)."""
-        self.plan, self.reports, self.failures = plan, [], []
-
-    def report(self, err: KafkaError | None, msg: Message) -> None:
-        """The delivery callback of every record."""
-        if err is None:
-            self.reports.append(msg)
-        else:
-            self.failures.append(err)
-
-    def wait(self, producer: Producer) -> list[tuple[int, int]]:
-        """Wait for every report; return (partition, offset) of each record, in order.
-
-        Raises:
-            BrokerError: a record was not delivered, or the reports cannot be told apart.
-        """
-        # Flushed before an abort too, so aborted records get offsets the tests can look for.
-        failed = producer.flush(_TIMEOUT_S) or self.failures
-        if failed or len(self.reports) != len(self.plan.records):
-            reason = self.failures[0].str() if self.failures else "a delivery report missing"
-            raise BrokerError(
-                f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
-                "check the broker and the topic; finished transactions are in the manifest"
-            )
-        offsets = self.offsets()
-        if offsets is None:
-            raise BrokerError(
-                f"cannot tell which record each delivery report of transaction "
-                f"{self.plan.index} is: records of one key went to several partitions of "
-                f"{self.topic} (partitions added meanwhile?): produce to a topic whose "
-                "partitions do not change"
-            )
-        return offsets
-
-    def offsets(self) -> list[tuple[int, int]] | None:
-        """(partition, offset) of each record of the plan; None when a premise fails."""
-        queues: dict[int, list[Message]] = {}
-        where: dict[bytes | None, int] = {}
-        for msg in self.reports:
-            partition = msg.partition()
-            if partition is None or where.setdefault(msg.key(), partition) != partition:
-                return None
-            queues.setdefault(partition, []).append(msg)
-        taken = dict.fromkeys(queues, 0)
-        last = dict.fromkeys(queues, -1)
-        offsets: list[tuple[int, int]] = []
-        for record in self.plan.records:
-            key = record.key.encode()
-            partition = where.get(key)
-            if partition is None:
-                return None
-            msg = queues[partition][taken[partition]]
-            offset = msg.offset()
-            # Keys and increasing offsets: the reports came in the order the records went.
-            if msg.key() != key or offset is None or offset <= last[partition]:
-                return None
-            taken[partition] += 1
-            last[partition] = offset
-            offsets.append((partition, offset))
-        return offsets
-
-
 def _send(
-    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer, deliveries: _Deliveries
+    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer, deliveries: Deliveries
 ) -> None:
     """Begin a transaction and hand its records to the client; their reports come later."""
     deliveries.start(plan)
