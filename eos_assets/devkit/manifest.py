@@ -4,10 +4,13 @@ Tests and audits compute the truth from it (what was committed where, which even
 which defects) independently of the pipeline that reads the topic.
 """
 
-import base64
 import json
+from binascii import b2a_base64
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -73,24 +76,23 @@ class ManifestWriter:
         # formatted directly: no dict and no encoder pass per record.
         head = f'{{"status": "{status}", "topic": {_text(summary.topic)}, "partition": '
         txn = f', "transactional_id": {_text(transactional_id)}, "txn": {plan.index}, "key": '
-        lines = []
-        for record, (partition, offset) in zip(plan.records, offsets, strict=True):
-            value = record.value
-            malformed = None if record.malformed is None else str(record.malformed)
-            lines.append(
-                f'{head}{partition}, "offset": {offset}{txn}{_text(record.key)}, '
-                f'"value_b64": {"null" if value is None else _quoted_b64(value)}, '
-                f'"event_id": {_text(record.event_id)}, '
-                f'"event_type": {_text(record.event_type)}, "kind": {_text(record.kind)}, '
-                f'"malformed": {_text(malformed)}}}\n'
+        text = encode_basestring_ascii
+        lines = [
+            f'{head}{partition}, "offset": {offset}{txn}{text(key)}, "value_b64": '
+            f"{'null' if value is None else _quoted_b64(value)}, "
+            f'"event_id": {"null" if event_id is None else text(event_id)}, '
+            f'"event_type": {"null" if event_type is None else text(event_type)}, '
+            f'"kind": {text(kind)}, '
+            f'"malformed": {"null" if malformed is None else text(str(malformed))}}}\n'
+            for (key, value, kind, event_id, event_type, malformed), (partition, offset) in zip(
+                plan.records, offsets, strict=True
             )
-            by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
-            if not plan.abort:
-                parts = summary.committed_by_partition
-                parts[partition] = parts.get(partition, 0) + 1
-                if malformed is not None:
-                    codes = summary.committed_malformed
-                    codes[malformed] = codes.get(malformed, 0) + 1
+        ]
+        _tally(by_kind, map(attrgetter("kind"), plan.records))
+        if not plan.abort:
+            _tally(summary.committed_by_partition, map(itemgetter(0), offsets))
+            codes = [str(r.malformed) for r in plan.records if r.malformed is not None]
+            _tally(summary.committed_malformed, codes)
         self._out.write("".join(lines))
         if plan.abort:
             summary.aborted += len(plan.records)
@@ -111,13 +113,19 @@ class ManifestWriter:
         return self.summary
 
 
+def _tally(counts: dict[Any, int], items: Iterable[Any]) -> None:
+    """Add one to ``counts[item]`` for each item, new items last in order of appearance."""
+    for item, n in Counter(items).items():
+        counts[item] = counts.get(item, 0) + n
+
+
 def _text(value: str | None) -> str:
     """``value`` as JSON (``json.dumps`` of a str or None)."""
     return "null" if value is None else encode_basestring_ascii(value)
 
 
 def _quoted_b64(value: bytes) -> str:
-    return f'"{base64.b64encode(value).decode()}"'
+    return f'"{b2a_base64(value, newline=False).decode()}"'
 
 
 def summary_path(manifest_path: Path) -> Path:

@@ -6,7 +6,6 @@ outcome and offset.
 """
 
 import contextlib
-import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -14,9 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos_assets.devkit import events, page_views
+from eos_assets.devkit.deliveries import Deliveries
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
@@ -126,6 +126,11 @@ def produce(
     """
     options.validate()
     config = dict(client_config or {})
+    if config.get("partitioner") == "random":
+        raise ConfigError(
+            "the producer needs a partitioner that sends each key to one partition: "
+            "unset EOS_KAFKA_PARTITIONER or pick a hashing one (consistent_random, murmur2)"
+        )
     check_reachable(bootstrap, config)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**63)
     start = options.start_time or datetime.now(UTC).replace(microsecond=0)
@@ -150,18 +155,19 @@ def produce(
     summary.transactional_id = options.identity()
     config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
     pacer = _Pacer(options.rate)
+    deliveries = Deliveries(options.topic)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
         plan = next(plans, None)
         while plan is not None:
             if producer is None:
-                producer = _producer(bootstrap, summary.transactional_id, config)
+                producer = _producer(bootstrap, summary.transactional_id, config, deliveries)
             try:
-                deliveries = _send(producer, options.topic, plan, pacer)
+                _send(producer, options.topic, plan, pacer, deliveries)
                 # Drawn while this transaction's records travel: the broker's round trips
                 # overlap the Python work of the next one.
                 upcoming = next(plans, None)
-                offsets = deliveries.wait(producer)
+                offsets = deliveries.wait(producer, _TIMEOUT_S)
                 _finish(producer, plan)
             except BaseException:
                 # Left open, the transaction would hold back the partition's last stable
@@ -174,7 +180,9 @@ def produce(
         return manifest.finish(time.monotonic() - pacer.began)
 
 
-def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> Producer:
+def _producer(
+    bootstrap: str, transactional_id: str, config: dict[str, str], deliveries: Deliveries
+) -> Producer:
     producer = Producer(
         {
             **config,
@@ -183,6 +191,8 @@ def _producer(bootstrap: str, transactional_id: str, config: dict[str, str]) -> 
             "acks": "all",
             "transactional.id": transactional_id,
             "linger.ms": 5,
+            # One callback for every record: a callable of its own per record costs more.
+            "on_delivery": deliveries.report,
         }
     )
     try:
@@ -215,52 +225,17 @@ class _Pacer:
             time.sleep(min(wait, 0.05))
 
 
-class _Deliveries:
-    """The delivery reports of one transaction's records, kept by the record's index."""
-
-    def __init__(self, topic: str, plan: TransactionPlan) -> None:
-        self.topic = topic
-        self.plan = plan
-        self.offsets: list[tuple[int, int] | None] = [None] * len(plan.records)
-        self.failures: list[KafkaError] = []
-
-    def report(self, index: int, err: KafkaError | None, msg: Message) -> None:
-        """The delivery callback of record ``index``."""
-        partition, offset = msg.partition(), msg.offset()
-        if err is not None:
-            self.failures.append(err)
-        elif partition is not None and offset is not None:
-            self.offsets[index] = (partition, offset)
-
-    def wait(self, producer: Producer) -> list[tuple[int, int]]:
-        """Wait for every report; return (partition, offset) of each record, in order.
-
-        Raises:
-            BrokerError: a record was not delivered.
-        """
-        # Flushed before an abort too, so aborted records get offsets the tests can look for.
-        if producer.flush(_TIMEOUT_S) or self.failures or None in self.offsets:
-            failed = self.failures
-            reason = failed[0].str() if failed else "no delivery report for every record"
-            raise BrokerError(
-                f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
-                "check the broker and the topic; finished transactions are in the manifest"
-            )
-        return self.offsets  # type: ignore[return-value]  # no None left
-
-
-def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) -> _Deliveries:
+def _send(
+    producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer, deliveries: Deliveries
+) -> None:
     """Begin a transaction and hand its records to the client; their reports come later."""
-    deliveries = _Deliveries(topic, plan)
-    report = deliveries.report
+    deliveries.start(plan)
     paced = pacer.rate > 0
     producer.begin_transaction()
     for index, record in enumerate(plan.records):
-        key = record.key.encode() if record.key is not None else None
-        callback = functools.partial(report, index)
         while True:
             try:
-                producer.produce(topic, value=record.value, key=key, on_delivery=callback)
+                producer.produce(topic, record.value, record.key)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 producer.poll(0.05)
@@ -274,7 +249,6 @@ def _send(producer: Producer, topic: str, plan: TransactionPlan, pacer: _Pacer) 
             pacer.wait(producer)
         elif index % _POLL_EVERY == 0:
             producer.poll(0)  # serve the delivery reports so far
-    return deliveries
 
 
 def _finish(producer: Producer, plan: TransactionPlan) -> None:

@@ -274,3 +274,9 @@ def test_rate_paces_the_run(kafka_bootstrap: str, make_topic: Callable[..., str]
 def test_invalid_options_are_refused_before_any_network(options: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         produce("127.0.0.1:1", ProduceOptions(**options), Path("unused.jsonl"))
+
+
+def test_a_random_partitioner_is_refused_before_any_network() -> None:
+    # Records are told apart by key in their delivery reports: a key must stay on one partition.
+    with pytest.raises(ConfigError, match="partitioner that sends each key to one partition"):
+        produce("127.0.0.1:1", ProduceOptions(), Path("unused.jsonl"), {"partitioner": "random"})

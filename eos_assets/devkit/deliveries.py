@@ -1,0 +1,85 @@
+"""Which record each delivery report of a transaction is, without a callback per record."""
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from eos_assets.devkit.events import TransactionPlan
+from eos_assets.lib.errors import BrokerError
+
+
+class Deliveries:
+    """The delivery reports of the open transaction's records, and each record's offset.
+
+    Reports come through one callback and do not name their record: ``offsets`` attributes
+    them. Every record has a key, and the partitioner sends each key to one partition; within a
+    partition the idempotent producer keeps the order records were handed over in, and the
+    reports come in that order. So the n-th report of a partition is the n-th record sent to it.
+    ``offsets`` checks each premise and refuses to guess when one fails.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.plan = TransactionPlan(-1, [], False)
+        self.reports: list[Message] = []
+        self.failures: list[KafkaError] = []
+
+    def start(self, plan: TransactionPlan) -> None:
+        """Collect the reports of ``plan``'s records (those of the last one are all in)."""
+        self.plan, self.reports, self.failures = plan, [], []
+
+    def report(self, err: KafkaError | None, msg: Message) -> None:
+        """The delivery callback of every record."""
+        if err is None:
+            self.reports.append(msg)
+        else:
+            self.failures.append(err)
+
+    def wait(self, producer: Producer, timeout_s: float) -> list[tuple[int, int]]:
+        """Wait for every report; return (partition, offset) of each record, in order.
+
+        Raises:
+            BrokerError: a record was not delivered, or the reports cannot be told apart.
+        """
+        # Flushed before an abort too, so aborted records get offsets the tests can look for.
+        failed = producer.flush(timeout_s) or self.failures
+        if failed or len(self.reports) != len(self.plan.records):
+            reason = self.failures[0].str() if self.failures else "a delivery report missing"
+            raise BrokerError(
+                f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
+                "check the broker and the topic; finished transactions are in the manifest"
+            )
+        offsets = self.offsets()
+        if offsets is None:
+            raise BrokerError(
+                f"cannot tell which record each delivery report of transaction "
+                f"{self.plan.index} is: records of one key went to several partitions of "
+                f"{self.topic} (partitions added meanwhile?): produce to a topic whose "
+                "partitions do not change"
+            )
+        return offsets
+
+    def offsets(self) -> list[tuple[int, int]] | None:
+        """(partition, offset) of each record of the plan; None when a premise fails."""
+        queues: dict[int, list[Message]] = {}
+        where: dict[bytes | None, int] = {}
+        for msg in self.reports:
+            partition = msg.partition()
+            if partition is None or where.setdefault(msg.key(), partition) != partition:
+                return None
+            queues.setdefault(partition, []).append(msg)
+        taken = dict.fromkeys(queues, 0)
+        last = dict.fromkeys(queues, -1)
+        offsets: list[tuple[int, int]] = []
+        for record in self.plan.records:
+            key = record.key.encode()
+            partition = where.get(key)
+            if partition is None:
+                return None
+            msg = queues[partition][taken[partition]]
+            offset = msg.offset()
+            # Keys and increasing offsets: the reports came in the order the records went.
+            if msg.key() != key or offset is None or offset <= last[partition]:
+                return None
+            taken[partition] += 1
+            last[partition] = offset
+            offsets.append((partition, offset))
+        return offsets
