@@ -11,8 +11,6 @@ it failed, and the replacing run must go on where the tables say.
 """
 
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -28,9 +26,8 @@ from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.derived import silver_events
 from eos_assets.lib.revenue import kpi
-from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults import test_spark_server_faults as on_server
-from eos_assets_tests.faults.harness import STARTED, Ledger, wait_for_files
+from eos_assets_tests.faults.harness import STARTED, Ledger
 from eos_assets_tests.faults.oracle import judge, overlaps
 from eos_assets_tests.faults.test_spark_server_faults import (
     DAGSTER,
@@ -107,11 +104,8 @@ def test_a_continuous_run_killed_mid_batch_is_replaced_and_the_tables_are_exact(
         dead = instance.get_run_by_id(held.run_id)
         assert dead is not None and dead.status == dg.DagsterRunStatus.FAILURE
 
-    replaced = finish(start(d, {"max_batches": 1}))
-    assert replaced.returncode == 0, replaced.tail()
-    lost, doubled = assert_exact(d, manifest)
-    ledger.record(
-        f"continuous run killed at {point}", 1, lost, doubled,
+    the_next_run_is_exact(
+        d, manifest, ledger, f"continuous run killed at {point}",
         "replaced; silver, KPIs, DuckDB match the oracle",
     )  # fmt: skip
 
@@ -158,27 +152,21 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     pauses = tmp_path / "pauses"
     pauses.mkdir()
     run = start(d, {"max_batches": 5}, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
-    wait_for_files(pauses, f"{kpi.AFTER_CUSTOMERS}-*.ready", 1, RUN_TIMEOUT_S, run)
-    info = spark_server.server_status(server)
-    assert info is not None
-    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
-    (pauses / faults.RELEASE).touch()
-    finish(run)
-    (outcome,) = outcomes(d.home)
-    assert outcome.status == dg.DagsterRunStatus.FAILURE, run.tail()
-    message = (
-        f"the Spark Connect server at {info.url} stopped answering: run `eos-assets spark up` "
-        "(or check EOS_SPARK_CONNECT) and rerun"
-    )
-    assert set(outcome.failures.values()) == {message}, outcome.failures
-
+    on_server.kill_server_under(run, server, pauses, d.home)
     monkeypatch.setenv("EOS_STATE_DIR", str(server))
     monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
     assert cli.main(["spark", "up"]) == 0
+    the_next_run_is_exact(
+        d, manifest, ledger, f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS} (continuous run)",
+        "failed in one line; spark up + the next run exact",
+    )  # fmt: skip
+
+
+def the_next_run_is_exact(
+    d: Deployment, manifest: list[dict[str, Any]], ledger: Ledger, fault: str, note: str
+) -> None:
+    """One more run of one batch succeeds and leaves every table exact; into the ledger."""
     replaced = finish(start(d, {"max_batches": 1}))
     assert replaced.returncode == 0, replaced.tail()
     lost, doubled = assert_exact(d, manifest)
-    ledger.record(
-        f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS} (continuous run)", 1, lost, doubled,
-        "failed in one line; spark up + the next run exact",
-    )  # fmt: skip
+    ledger.record(fault, 1, lost, doubled, note)

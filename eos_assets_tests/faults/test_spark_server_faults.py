@@ -315,6 +315,27 @@ def test_two_runs_at_once_on_one_server_leave_exact_tables(
     )  # fmt: skip
 
 
+def kill_server_under(
+    run: DagsterRun, server: Path, pauses: Path, home: Path
+) -> tuple[spark_server.ServerInfo, Outcome]:
+    """SIGKILL the server once ``run`` waits at its pause, release it, and check that the run
+    failed with the lost server's one line only; the server's info and the run's outcome."""
+    wait_for_files(pauses, "*.ready", 1, RUN_TIMEOUT_S, run)
+    info = spark_server.server_status(server)
+    assert info is not None
+    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+    (pauses / faults.RELEASE).touch()
+    finish(run)
+    (outcome,) = outcomes(home)
+    assert outcome.status == dg.DagsterRunStatus.FAILURE, run.tail()
+    message = (
+        f"the Spark Connect server at {info.url} stopped answering: run `eos-assets spark up` "
+        "(or check EOS_SPARK_CONNECT) and rerun"
+    )
+    assert outcome.failures and set(outcome.failures.values()) == {message}, outcome.failures
+    return info, outcome
+
+
 def test_the_server_killed_mid_run_fails_it_in_one_line_then_after_spark_up_it_is_exact(
     deployment: tuple[Deployment, str],
     server: Path,
@@ -333,19 +354,7 @@ def test_the_server_killed_mid_run_fails_it_in_one_line_then_after_spark_up_it_i
     pauses = tmp_path / "pauses"
     pauses.mkdir()
     run = d.start(STREAM_JOB, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
-    wait_for_files(pauses, f"{kpi.AFTER_CUSTOMERS}-*.ready", 1, RUN_TIMEOUT_S, run)
-    info = spark_server.server_status(server)
-    assert info is not None
-    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
-    (pauses / faults.RELEASE).touch()
-    finish(run)
-    (outcome,) = outcomes(d.home)
-    assert outcome.status == dg.DagsterRunStatus.FAILURE, run.tail()
-    message = (
-        f"the Spark Connect server at {info.url} stopped answering: run `eos-assets spark up` "
-        "(or check EOS_SPARK_CONNECT) and rerun"
-    )
-    assert outcome.failures and set(outcome.failures.values()) == {message}, outcome.failures
+    info, outcome = kill_server_under(run, server, pauses, d.home)
 
     monkeypatch.setenv("EOS_STATE_DIR", str(server))
     monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
