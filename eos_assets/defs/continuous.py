@@ -105,7 +105,8 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
                 if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
                     beat = time.monotonic()
                     _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
-                ingested = batches.ingest()
+                # Once Kafka answered, a broker that goes away (a restart) costs a retry.
+                ingested = batches.ingest(ride_over=not catch_up)
                 if ingested.version is None and not catch_up:
                     time.sleep(config.poll_s)
                     continue

@@ -38,6 +38,7 @@ from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
+from eos_assets.lib.kafka.retry import while_unreachable
 from eos_assets.lib.revenue.kpi import KpiOutcome
 from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
 from eos_assets.lib.revenue.kpi_window import update_kpi_window
@@ -98,11 +99,14 @@ class Batches:
     def uri(self, key: dg.AssetKey) -> str:
         return self.lake.table_uri(*key.path)
 
-    def ingest(self) -> IngestOutcome:
-        """Plan, read and commit the pending offsets (at most ``options.max_records``)."""
+    def ingest(self, ride_over: bool = False) -> IngestOutcome:
+        """Plan, read and commit the pending offsets (at most ``options.max_records``). With
+        ``ride_over``, a broker that answers nothing (restarting) is retried for up to
+        ``EOS_KAFKA_RETRY_SECONDS``: nothing was committed, the retry plans from the table."""
         stream = self.stream
-        return self._or_fail(
-            lambda: ingest_bronze(
+
+        def once() -> IngestOutcome:
+            return ingest_bronze(
                 self.spark,
                 self.uri(stream.raw_events),
                 self.kafka.topics_for(stream.topics, stream.topic_pattern),
@@ -111,7 +115,9 @@ class Batches:
                 self.lake.storage_options,
                 contract=stream.contract,
             )
-        )
+
+        warn = self.context.log.warning
+        return self._or_fail(partial(while_unreachable, once, warn) if ride_over else once)
 
     def front(self, ingested: IngestOutcome, took: dict[str, float]) -> Iterator[Event]:
         """Bronze's commit (if any), its blocking check, silver/events brought up to bronze and

@@ -15,6 +15,10 @@ class BrokerError(EosError):
     """The Kafka broker is unreachable, missing or misbehaving."""
 
 
+class BrokerUnreachable(BrokerError):
+    """No broker answers at the bootstrap address: down, restarting, or never started."""
+
+
 class TopicMissingError(BrokerError):
     """A topic to ingest does not exist (yet): the first state of a new deployment."""
 
@@ -58,6 +62,14 @@ def raised_in(text: str) -> EosError | None:
         return None
     name, message = found[-1]
     kinds = {
-        k.__name__: k for k in (EosError, ConfigError, BrokerError, JavaMissingError, DataLossError)
+        k.__name__: k
+        for k in (
+            EosError,
+            ConfigError,
+            BrokerError,
+            BrokerUnreachable,
+            JavaMissingError,
+            DataLossError,
+        )
     }
     return kinds.get(name, EosError)(message.strip())

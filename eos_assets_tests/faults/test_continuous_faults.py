@@ -1,7 +1,7 @@
 """Faults of a continuous run, against the oracle: the run SIGKILLed mid-batch (before bronze's
 commit, after it, while silver/events writes its files), then
-replaced; the Spark server SIGKILLed under a run's KPI step; two continuous runs started at
-once by hand.
+replaced; the Spark server SIGKILLed under a run's KPI step; the broker restarted under a run;
+two continuous runs started at once by hand.
 
 Every run is the product's continuous job (``continuous_defs.py``: the shipped orders stream
 declared ``mode: continuous``) executed by ``dagster job execute`` in a process of its own,
@@ -21,13 +21,15 @@ import dagster as dg
 import pytest
 
 from eos_assets import cli
+from eos_assets.defs.continuous import BATCHES
 from eos_assets.defs.continuous_sensor import live_runs
 from eos_assets.defs.stream import ORDERS
+from eos_assets.devkit import broker
 from eos_assets.lib import faults
 from eos_assets.lib.derived import silver_events
 from eos_assets.lib.revenue import kpi
 from eos_assets_tests.faults import test_spark_server_faults as on_server
-from eos_assets_tests.faults.harness import STARTED, Ledger
+from eos_assets_tests.faults.harness import STARTED, Ledger, wait_for_files
 from eos_assets_tests.faults.oracle import judge, overlaps
 from eos_assets_tests.faults.test_spark_server_faults import (
     DAGSTER,
@@ -160,6 +162,70 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
         d, manifest, ledger, f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS} (continuous run)",
         "failed in one line; spark up + the next run exact",
     )  # fmt: skip
+
+
+def test_the_broker_restarted_under_a_continuous_run_costs_a_retry_not_the_run(
+    deployment: tuple[Deployment, str], produced: Callable, tmp_path: Path, ledger: Ledger
+) -> None:
+    """A one-node broker of the test's own, stopped (SIGTERM) and started again twice: once
+    between the plan of a batch and its read in Spark tasks, once while the loop waits for
+    records. The run rides over both, ends by its bound, and every table is exact."""
+    d, _ = deployment
+    data = tmp_path / "kafka"
+    info = broker.start_broker(data)
+    port = int(info.bootstrap.rsplit(":", 1)[1])
+    topic = "orders-restarted"
+    d.env.update(EOS_KAFKA_BOOTSTRAP=info.bootstrap, EOS_TOPICS=topic)
+    try:
+        broker.ensure_topic(info.bootstrap, topic, 2)
+        _, manifest = produced(topic, count=600, seed=64, bootstrap=info.bootstrap, **MIX)
+        pauses = tmp_path / "pauses"
+        pauses.mkdir()
+        run = start(d, {"max_batches": 2}, pause_at=faults.AFTER_PLAN, pause_dir=str(pauses))
+        wait_for_files(pauses, f"{faults.AFTER_PLAN}-*.ready", 1, RUN_TIMEOUT_S, run)
+        info = restarted(info, data, port, release=pauses / faults.RELEASE)
+        wait_for_batches(d.home, 1, run)
+        info = restarted(info, data, port)  # the loop polls meanwhile
+        # One transaction: the second batch takes all of it, and the run ends by its bound.
+        one = {**MIX, "transaction_size": 600, "abort_ratio": 0.0}
+        manifest += produced(topic, count=600, seed=65, bootstrap=info.bootstrap, **one)[1]
+        finish(run)
+        assert run.returncode == 0, run.tail()
+        said = run.log.read_text(errors="replace")
+        assert f"Kafka at {info.bootstrap} is unreachable" in said, run.tail()
+        assert "Kafka answers again after" in said, run.tail()
+        lost, doubled = assert_exact(d, manifest)
+    finally:
+        broker.stop_broker(info)
+    ledger.record(
+        "broker SIGTERM + restart under a continuous run", 2, lost, doubled,
+        "after the plan and while polling; the run rode over both",
+    )  # fmt: skip
+
+
+def restarted(
+    info: broker.BrokerInfo, data: Path, port: int, release: Path | None = None
+) -> broker.BrokerInfo:
+    """Stop the broker (SIGTERM), release a paused run, and start the broker again on its
+    data and port a few seconds later."""
+    broker.stop_broker(info)
+    if release is not None:
+        release.touch()
+    time.sleep(3.0)
+    return broker.start_broker(data, port=port)
+
+
+def wait_for_batches(home: Path, count: int, run: DagsterRun) -> None:
+    """Wait until the continuous run's tags count ``count`` batches."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        while time.monotonic() < deadline:
+            assert run.proc.poll() is None, run.tail()
+            runs = instance.get_runs()
+            if runs and int(runs[0].tags.get(BATCHES, "0")) >= count:
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"no {count} batches in {RUN_TIMEOUT_S}s: {run.tail()}")
 
 
 def the_next_run_is_exact(

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.cimpl import NewTopic  # the documented admin module's stub hides it
 
-from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.errors import BrokerError, BrokerUnreachable
 
 # The topic and transactional id that probe_transactions uses.
 READY_TOPIC = "__eos_assets_ready"
@@ -96,15 +96,18 @@ def check_reachable(
     refused connection until ``timeout``, while the socket says "refused" at once.
 
     Raises:
-        BrokerError: nothing listens at any address, or the broker does not answer.
+        BrokerUnreachable: nothing listens at any address, or the broker does not answer.
+        BrokerError: the broker refused the client's credentials or certificates.
     """
     if not any(_connects(host, port, min(timeout, 3.0)) for host, port in _addresses(bootstrap)):
-        raise BrokerError(f"Kafka at {bootstrap} is unreachable: {_START_OR_FIX}")
+        raise BrokerUnreachable(f"Kafka at {bootstrap} is unreachable: {_START_OR_FIX}")
     errors: list[KafkaError] = []
     if not probe(bootstrap, client_config, timeout, errors):
-        raise BrokerError(
-            security_failure(bootstrap, client_config or {}, errors)
-            or f"Kafka at {bootstrap} accepts connections but did not answer within "
+        refused = security_failure(bootstrap, client_config or {}, errors)
+        if refused:
+            raise BrokerError(refused)
+        raise BrokerUnreachable(
+            f"Kafka at {bootstrap} accepts connections but did not answer within "
             f"{timeout:g}s: check that it is a Kafka broker and the EOS_KAFKA_* security settings"
         )
 

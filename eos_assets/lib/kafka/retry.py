@@ -14,6 +14,8 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from eos_assets.lib.errors import BrokerUnreachable
+
 RETRY_ENV = "EOS_KAFKA_RETRY_SECONDS"
 DEFAULT_RETRY_SECONDS = 60.0
 _FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.2, 2.0
@@ -109,3 +111,34 @@ def with_retry(call: Callable[[], T], seconds: float | None = None) -> T:
                 raise
         time.sleep(backoff)
         backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+
+def while_unreachable(
+    call: Callable[[], T], say: Callable[[str], None], seconds: float | None = None
+) -> T:
+    """Return ``call()``, retried with backoff while no broker answers at all (a one-node
+    broker restarting, say), for up to ``seconds`` (default ``retry_seconds()``).
+
+    ``say`` gets one line when the retries begin and one when Kafka answers again.
+
+    Raises:
+        BrokerUnreachable: still no answer after ``seconds``.
+    """
+    patience = retry_seconds() if seconds is None else seconds
+    deadline = time.monotonic() + patience
+    backoff, began = _FIRST_BACKOFF_S, None
+    while True:
+        try:
+            result = call()
+        except BrokerUnreachable as exc:
+            if time.monotonic() + backoff > deadline:
+                raise
+            if began is None:
+                began = time.monotonic()
+                say(f"{exc}; retrying for up to {patience:g}s ({RETRY_ENV})")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            continue
+        if began is not None:
+            say(f"Kafka answers again after {time.monotonic() - began:.1f}s")
+        return result
