@@ -46,7 +46,7 @@ class Poller:
     """Polls a copy of the DuckDB file every ``interval`` seconds in a thread."""
 
     warehouse: Path
-    interval: float = 1.0
+    interval: float = 0.25
     seen: list[Observation] = field(default_factory=list)
     polls: int = 0
     unreadable: int = 0

@@ -10,14 +10,18 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
 from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived import incremental
+from eos_assets.lib.derived import incremental, increments
 from eos_assets.lib.derived.window_compute import window_rows
 from eos_assets.lib.derived.windows import SIZE_APP, at, micros_of
 from eos_assets.lib.errors import EosError
@@ -30,7 +34,6 @@ from eos_assets.lib.revenue.kpi import (
     KpiOutcome,
     counters,
     finish,
-    read_increment,
 )
 
 
@@ -75,14 +78,7 @@ def _step(
     spark: SparkSession, size_us: int, attempt: incremental.Attempt, outcome: KpiOutcome
 ) -> None:
     outcome.events = attempt.increment.records
-    us = F.unix_micros("event_time")
-    keys = [
-        (r["_start"], r["currency"])
-        for r in read_increment(spark, attempt.increment)
-        .select((us - F.pmod(us, F.lit(size_us))).alias("_start"), "currency")
-        .distinct()
-        .collect()
-    ]
+    keys = window_keys(attempt.increment, size_us)
     rows, outcome.silver_rows_read = _window_kpis(
         spark, attempt.target, attempt.upstream, keys, size_us
     )
@@ -99,6 +95,23 @@ def _step(
         attempt.metadata("kpi_window"),
     )
     faults.crash_point(AFTER_COMMIT)
+
+
+def window_keys(increment: increments.Increment, size_us: int) -> list[tuple[int, str]]:
+    """The windows (start micros, currency; missing currency: "") the increment's silver rows
+    fall in, from two columns read with Arrow on the driver (milliseconds, where a Spark job
+    costs a round of scheduling)."""
+    pieces = []
+    for f in increment.files:
+        fs, path = pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))
+        pieces.append(pq.read_table(path, filesystem=fs, columns=["event_time", "currency"]))
+    if not pieces:
+        return []
+    rows = pa.concat_tables(pieces)
+    micros = rows.column("event_time").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    starts = micros - np.mod(micros, size_us)  # the window of a time before 1970 too
+    currency = pc.fill_null(rows.column("currency"), NO_CURRENCY).to_pylist()
+    return sorted(set(zip(starts.tolist(), currency, strict=True)))
 
 
 def _window_kpis(
