@@ -67,7 +67,9 @@ spark-archive: preflight
 # empty for the in-process session, sc://host:port for a remote server.
 demo ui: export EOS_SPARK_CONNECT ?= local
 # The stream `make demo` runs: orders, or the example page_views (make demo STREAM=page_views).
+# `make demo CONTINUOUS=60`: the stream's continuous loop for 60 s beside a paced producer.
 STREAM ?= orders
+CONTINUOUS ?=
 SPARK_UP = if [ "$$EOS_SPARK_CONNECT" = local ]; then \
 	  url=$$($(BIN)/eos-assets spark up) || exit 1; \
 	  echo "Spark: the local Spark Connect server at $$url (stop it with 'eos-assets spark down')"; fi
@@ -75,7 +77,7 @@ SPARK_UP = if [ "$$EOS_SPARK_CONNECT" = local ]; then \
 demo: spark-archive
 	@mkdir -p $(DAGSTER_HOME) && cp -n deploy/dagster.local.yaml $(DAGSTER_HOME)/dagster.yaml 2>/dev/null || true
 	@$(SPARK_UP)
-	$(BIN)/eos-assets demo --stream $(STREAM)
+	$(BIN)/eos-assets demo --stream $(STREAM)$(if $(CONTINUOUS), --continuous $(CONTINUOUS))
 
 # The UI test drives Debian's Chromium (headless). Installed only when missing.
 chromium:

@@ -20,7 +20,7 @@ from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker, cluster, cluster_security, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
-from eos_assets.lib.errors import EosError
+from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.settings import Settings
 
 # The demo (Dagster, the asset graph) and Spark's modules take seconds to import: they are
@@ -202,6 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="a stream declared in eos_assets/streams (default orders), or an example of "
         "eos_assets/examples (page_views)",
     )
+    demo.add_argument(
+        "--continuous",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run the stream's continuous loop (as if declared mode: continuous) while a "
+        "paced producer sends --rate events/s for SECONDS, then list its batches",
+    )
+    demo.add_argument("--rate", type=float, default=None, help="with --continuous (1,000)")
     demo.set_defaults(handler=cmd_demo)
 
     run = commands.add_parser(
@@ -250,8 +259,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end and print its summary."""
     from eos_assets.demo import run_demo
 
-    given = {"count": args.count, "partitions": args.partitions, "stream": args.stream}
+    given = {
+        "count": args.count, "partitions": args.partitions, "stream": args.stream,
+        "rate": args.rate,
+    }  # fmt: skip
     options = DemoOptions(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    if args.continuous is not None:
+        from eos_assets.demo_continuous import run_continuous_demo
+
+        if args.continuous <= 0 or options.rate <= 0:
+            raise ConfigError("--continuous and --rate must be > 0 (seconds, events per second)")
+        print(run_continuous_demo(options, args.continuous))
+        return 0
     print(run_demo(options))
     return 0
 

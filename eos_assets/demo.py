@@ -31,15 +31,8 @@ def run_demo(options: DemoOptions) -> str:
     began = time.monotonic()
     settings = Settings.from_env()
     state_dir = Path(settings.state_dir)
-    if settings.kafka_bootstrap is None:
-        info = broker.up(state_dir)
-        bootstrap = info.bootstrap
-        where = f"embedded broker at {bootstrap} (stop it with `eos-assets broker down`)"
-    else:
-        bootstrap = settings.kafka_bootstrap
-        broker.check_reachable(bootstrap, dict(settings.kafka_client))
-        where = f"Kafka at {bootstrap}"
-    model, defs = _stream_definitions(options.stream, settings)
+    bootstrap, where = demo_broker(settings)
+    model, defs = stream_definitions(options.stream, settings)
     stream = Stream.of(model)
     topic = settings.topics[0] if settings.topics_from_env else stream.topics[0]
     manifest = state_dir / "manifests" / f"demo-{int(time.time())}.jsonl"
@@ -58,13 +51,13 @@ def run_demo(options: DemoOptions) -> str:
             late_ratio=0.01,
             abort_ratio=0.05,
             malformed_ratio=0.01,
-            start_time=_continue_clock(clock),
+            start_time=continue_clock(clock),
         ),
         manifest,
         client_config=dict(settings.kafka_client),
     )
     produce_s = time.monotonic() - producing
-    _save_clock(clock, manifest, model)
+    save_clock(clock, manifest, model)
 
     ensure_instance_config()
     instance = dg.DagsterInstance.get()
@@ -96,13 +89,27 @@ def run_demo(options: DemoOptions) -> str:
     )
     lines.extend(_derived_lines(result, stream))
     revenue = builtin.has_order_shape(model)
-    lines.extend(_kpi_lines(settings.warehouse, stream, revenue))
+    lines.extend(kpi_lines(settings.warehouse, stream, revenue))
     lines.append(
         "  seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in _step_seconds(result))
     )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
     lines.extend(_next_steps(settings.warehouse, stream, revenue))
     return "\n".join(lines)
+
+
+def demo_broker(settings: Settings) -> tuple[str, str]:
+    """The broker of the demo: ``EOS_KAFKA_BOOTSTRAP``'s, or the embedded one, started when it
+    is not running; its address and how the summary names it.
+
+    Raises:
+        BrokerError: the configured broker does not answer (one line).
+    """
+    if settings.kafka_bootstrap is None:
+        bootstrap = broker.up(Path(settings.state_dir)).bootstrap
+        return bootstrap, f"embedded broker at {bootstrap} (stop it with `eos-assets broker down`)"
+    broker.check_reachable(settings.kafka_bootstrap, dict(settings.kafka_client))
+    return settings.kafka_bootstrap, f"Kafka at {settings.kafka_bootstrap}"
 
 
 def query_command(warehouse: str, sql: str) -> str:
@@ -129,7 +136,7 @@ def _next_steps(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
     ]
 
 
-def _stream_definitions(name: str, settings: Settings) -> tuple[StreamModel, dg.Definitions]:
+def stream_definitions(name: str, settings: Settings) -> tuple[StreamModel, dg.Definitions]:
     """The declaration of stream ``name`` and definitions with a job of its assets.
 
     A stream declared in ``eos_assets/streams`` runs in the code location's definitions; an
@@ -163,7 +170,7 @@ def _stream_definitions(name: str, settings: Settings) -> tuple[StreamModel, dg.
     return model, dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
 
 
-def _continue_clock(clock: Path) -> datetime:
+def continue_clock(clock: Path) -> datetime:
     """Event time to start at: now, or later if an earlier demo's events reached further.
 
     The demo's event clock runs faster than real time; a second demo starting at "now" would
@@ -175,7 +182,7 @@ def _continue_clock(clock: Path) -> datetime:
     return max(now, datetime.fromisoformat(clock.read_text().strip()))
 
 
-def _save_clock(clock: Path, manifest: Path, model: StreamModel) -> None:
+def save_clock(clock: Path, manifest: Path, model: StreamModel) -> None:
     """Remember the latest event time this demo committed."""
     latest: datetime | None = None
     field, unit = model.event_time.field, _EPOCH_UNITS.get(str(model.event_time.format))
@@ -232,7 +239,7 @@ def _derived_lines(result: dg.ExecuteInProcessResult, stream: Stream) -> list[st
     return lines
 
 
-def _kpi_lines(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
+def kpi_lines(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
     """The KPIs as served from DuckDB: the daily revenue KPIs, or else the declared ones."""
     if revenue:
         return _revenue_lines(warehouse)

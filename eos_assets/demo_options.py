@@ -15,3 +15,4 @@ class DemoOptions:
     partitions: int = 6
     seed: int | None = None
     stream: str = "orders"  # a declared stream, or an example (eos_assets/examples)
+    rate: float = 1_000.0  # events per second of a continuous demo

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 from pyspark.sql import SparkSession
 
 from eos_assets.declaration import read_declaration
@@ -20,6 +21,9 @@ from eos_assets.defs.continuous import (
     continuous_job,
 )
 from eos_assets.defs.stream import Stream
+from eos_assets.demo_continuous import run_continuous_demo
+from eos_assets.demo_options import DemoOptions
+from eos_assets.devkit.manifest import read_manifest
 from eos_assets.streams import declaration
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.continuous import assert_kpi_path, sent
@@ -114,3 +118,37 @@ def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
         assert second.success
         assert second.output_for_node("orders_kpi_batches") == 1
         assert_kpi_path(lake_root, expected(manifests, WINDOW, GRACE), warehouse)
+
+
+def test_the_continuous_demo_loops_beside_a_paced_producer_and_serves_every_event(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``eos-assets demo --continuous``: the run ends by its bound, its batches are listed, and
+    silver, the KPI tables and DuckDB hold what the producer committed."""
+    topic = make_topic(partitions=3)
+    home, lake, warehouse = tmp_path / "home", tmp_path / "lake", tmp_path / "serving.duckdb"
+    home.mkdir()
+    monkeypatch.delenv("EOS_SPARK_CONNECT", raising=False)  # the tests' session, in-process
+    for name, value in {
+        "DAGSTER_HOME": home, "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap, "EOS_TOPICS": topic,
+        "EOS_LAKE_ROOT": lake, "EOS_WAREHOUSE": warehouse, "EOS_STATE_DIR": tmp_path / "state",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, str(value))
+    options = DemoOptions(count=0, partitions=3, seed=11, rate=300.0)
+    summary = run_continuous_demo(options, seconds=2.0, drain_s=20.0)
+    assert "of orders_continuous_kpis" in summary and "batch 1: " in summary, summary
+    assert "KPIs up to silver version" in summary, summary
+    (manifest,) = (tmp_path / "state" / "manifests").glob("demo-continuous-*.jsonl")
+    size = timedelta(minutes=5)  # the loop's default window
+    assert_kpi_path(str(lake), expected([read_manifest(manifest)], size, size), warehouse)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        assert run.job_name == JOB and run.status == dg.DagsterRunStatus.SUCCESS
+        done = events_of(instance, run.run_id, dg.DagsterEventType.ASSET_MATERIALIZATION)
+        assert {e.asset_materialization.asset_key for e in done if e.asset_materialization} >= {
+            RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, SERVING_KPI,
+        }  # fmt: skip
