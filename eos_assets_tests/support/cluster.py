@@ -31,6 +31,8 @@ USERS = (
     "eos-agg-out",
     "eos-agg-out-no-txn",
     "eos-agg-out-no-write",
+    "eos-agg-out-no-position",
+    "eos-producer",
 )
 
 
