@@ -20,7 +20,7 @@ from eos_assets.devkit.deliveries import Deliveries
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
-from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic
+from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic, not_authorized
 from eos_assets.lib.kafka.retry import with_retry
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
@@ -198,6 +198,14 @@ def _producer(
     try:
         with_retry(lambda: producer.init_transactions(_TIMEOUT_S))
     except KafkaException as exc:
+        err = exc.args[0]
+        if (
+            isinstance(err, KafkaError)
+            and err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        ):
+            where = {**config, "bootstrap.servers": bootstrap}
+            denied = not_authorized(where, transactional_id, "WRITE", "transactional id")
+            raise BrokerError(denied) from exc
         raise BrokerError(
             f"cannot start transactional producer {transactional_id} ({_reason(exc)}): "
             "check the broker and the EOS_KAFKA_* settings"

@@ -1,6 +1,6 @@
-"""The secured listener of the session's cluster (SASL_SSL, SCRAM-SHA-512, ACLs): an ingest
-runs with exactly the ACLs the README lists, and each missing piece fails with one line that
-names it, commits nothing and never shows the password."""
+"""The secured listener of the session's cluster (SASL_SSL, SCRAM-SHA-512, ACLs): an ingest and
+``eos-assets produce`` run with exactly the ACLs the README lists, and each missing piece fails
+with one line that names it, commits nothing and never shows the password."""
 
 import logging
 import uuid
@@ -19,6 +19,7 @@ from eos_assets.lib.spark.java import require_java
 from eos_assets_tests.faults.harness import Ledger, one_line
 from eos_assets_tests.faults.oracle import judge
 from eos_assets_tests.support.cluster import LiveCluster
+from eos_assets_tests.support.committed import read_committed_records
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,35 @@ def test_a_ca_the_client_does_not_trust_is_named(
     config = {**kafka_cluster.client("eos-ingest"), "ssl.ca.location": other.ca_pem}
     message = _fails(spark, table, topic, config)
     assert "TLS handshake" in message and "EOS_KAFKA_SSL_CA_LOCATION" in message, message
+
+
+def test_produce_needs_write_on_the_topic_and_its_transactional_id(
+    kafka_cluster: LiveCluster, tmp_path: Path, ledger: Ledger
+) -> None:
+    """README's ACLs of ``eos-assets produce`` to an existing topic: WRITE on it and on its
+    transactional id. Without the latter it fails with one line naming it, and commits
+    nothing; with both, Kafka exposes exactly what its manifest says it committed."""
+    topic = f"orders-produce-{uuid.uuid4().hex[:8]}"
+    broker.ensure_topic(kafka_cluster.bootstrap, topic, 2)
+    options = ProduceOptions(
+        topic=topic, count=300, seed=82, partitions=2, abort_ratio=0.2, transaction_size=50
+    )
+    config = kafka_cluster.client("eos-producer")
+    secure = config.pop("bootstrap.servers")
+    kafka_cluster.grant("eos-producer", "TOPIC", topic, "WRITE")
+    with pytest.raises(BrokerError) as failed:
+        produce(secure, options, tmp_path / "denied.jsonl", config)
+    message = str(failed.value)
+    assert one_line(message) and config["sasl.password"] not in message, message
+    named = f"User:eos-producer WRITE on transactional id {options.identity()} "
+    assert named in message, message
+    admin = {"bootstrap.servers": kafka_cluster.bootstrap}
+    assert read_committed_records(admin, topic, timeout=20) == []
+    kafka_cluster.grant("eos-producer", "TRANSACTIONAL_ID", options.identity(), "WRITE")
+    produce(secure, options, tmp_path / "manifest.jsonl", config)
+    manifest = read_manifest(tmp_path / "manifest.jsonl")
+    committed = {(m["partition"], m["offset"]) for m in manifest if m["status"] == "committed"}
+    exposed = {(p, o) for p, o, _, _ in read_committed_records(admin, topic, timeout=60)}
+    lost, foreign = len(committed - exposed), len(exposed - committed)
+    ledger.record("SASL_SSL produce with README's ACLs", 1, lost, 0)
+    assert len(manifest) == options.count and committed and not lost and not foreign

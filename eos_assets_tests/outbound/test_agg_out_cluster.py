@@ -67,9 +67,10 @@ def _grant_agg_out(
 ) -> None:
     """README's ACLs of the publisher of ``table`` into ``topic``, all but ``without``."""
     tid = outbound_publish.publisher_id(topic, table)
+    position = ("READ", "DESCRIBE", "CREATE", *(() if without == "position" else ("WRITE",)))
     for kind, name, *operations in (
         ("TOPIC", topic, "DESCRIBE", "CREATE", *(() if without == "write" else ("WRITE",))),
-        ("TOPIC", outbound_position.position_topic(topic), "READ", "WRITE", "DESCRIBE", "CREATE"),
+        ("TOPIC", outbound_position.position_topic(topic), *position),
         *(() if without == "txn" else [("TRANSACTIONAL_ID", tid, "WRITE", "DESCRIBE")]),
     ):
         kafka_cluster.grant(user, kind, name, *operations)
@@ -122,8 +123,10 @@ def test_agg_out_runs_with_the_readme_acls_and_its_password_stays_out_of_dagster
     ("missing", "named"),
     [
         ("txn", "WRITE and DESCRIBE on transactional id eos-out."),
-        ("write", "WRITE and DESCRIBE on topic agg-out-"),
+        ("write", "WRITE and DESCRIBE on topic {topic} ("),
+        ("position", "WRITE and DESCRIBE on topic {topic}.position ("),
     ],
+    ids=["transactional-id", "topic-write", "position-write"],
 )
 def test_a_missing_agg_out_acl_is_named_and_nothing_is_committed(
     missing: str, named: str, gold_lakes: GoldLakes, kafka_cluster: LiveCluster
@@ -137,7 +140,7 @@ def test_a_missing_agg_out_acl_is_named_and_nothing_is_committed(
         outbound_publish.publish_windows(ORDERS.windows, table, config, topic, 3, 10_000)
     message = str(failed.value)
     assert one_line(message) and config["sasl.password"] not in message, message
-    assert f"User:{user} {named}" in message, message
+    assert f"User:{user} {named.format(topic=topic)}" in message, message
     admin = {"bootstrap.servers": kafka_cluster.bootstrap}
     assert read_committed_records(admin, topic) == []
     log = outbound_position.read_log(admin, outbound_position.position_topic(topic), True)

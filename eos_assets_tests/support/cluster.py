@@ -4,7 +4,9 @@ A test that kills a node restarts it before it ends (``LiveCluster.revive``), so
 finds three nodes again.
 """
 
+import os
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +31,8 @@ USERS = (
     "eos-agg-out",
     "eos-agg-out-no-txn",
     "eos-agg-out-no-write",
+    "eos-agg-out-no-position",
+    "eos-producer",
 )
 
 
@@ -91,6 +95,20 @@ class LiveCluster:
         """SIGKILL node ``node_id``."""
         cluster.kill_node(self.info, node_id)
 
+    def restart(self, node_id: int, timeout: float = 120.0) -> None:
+        """Stop node ``node_id`` with SIGTERM, start it again, and wait until every partition
+        has all three replicas in sync: one step of a rolling restart.
+
+        Raises:
+            AssertionError: the node outlives its SIGTERM by a minute, or the replicas are not
+                back in sync within ``timeout`` seconds.
+        """
+        pid = self.info.node(node_id).pid
+        os.killpg(pid, signal.SIGTERM)
+        assert local_process.wait_exit(pid, 60), f"node {node_id} ignored SIGTERM for 60s"
+        self.info = cluster.restart_node(self.info, node_id)
+        assert self._wait_in_sync(timeout), f"node {node_id}: replicas not in sync in {timeout}s"
+
     def revive(self) -> None:
         """Restart every node that is not running, and wait until all three are in sync."""
         for i, node in enumerate(self.info.nodes, 1):
@@ -98,15 +116,16 @@ class LiveCluster:
                 self.info = cluster.restart_node(self.info, i)
         self._wait_in_sync()
 
-    def _wait_in_sync(self, timeout: float = 90.0) -> None:
+    def _wait_in_sync(self, timeout: float = 90.0) -> bool:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             topics = admin.list_topics(timeout=10).topics.values()
             parts = [p for t in topics for p in t.partitions.values()]
             if parts and all(len(p.isrs) == len(self.info.nodes) for p in parts):
-                return
+                return True
             time.sleep(0.5)
+        return False
 
 
 class Background(Generic[T]):

@@ -1,7 +1,8 @@
 """``dagster dev`` end to end: the lag sensor launches an ingest by itself and it succeeds."""
 
 from eos_assets.lib.delta import delta_io
-from eos_assets_tests.ui.conftest import SENSOR, DagsterDev, SensorRun, ticks
+from eos_assets_tests.support.dagster_dev import SENSOR, ticks
+from eos_assets_tests.ui.conftest import DagsterDev, SensorRun
 
 CHECKS = """
 query Checks($runId: ID!) {

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from eos_assets_tests.support.dagster_dev import free_port
 from eos_assets_tests.support.project_copy import BIN, ProjectCopy, copy_project
-from eos_assets_tests.ui.conftest import free_port
 
 TYPE = "eos_assets.components.EventStream"
 STARTUP_S = 180.0

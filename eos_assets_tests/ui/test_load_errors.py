@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eos_assets_tests.ui.conftest import REPO, free_port
+from eos_assets_tests.support.dagster_dev import REPO, free_port
 
 WEBSERVER = str(Path(sys.executable).parent / "dagster-webserver")
 STARTUP_S = 120.0
