@@ -15,6 +15,7 @@ from eos_assets.devkit import broker, tls
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest.ingest import ingest_bronze
+from eos_assets.lib.kafka.lag import measure_lag
 from eos_assets.lib.spark.java import require_java
 from eos_assets_tests.faults.harness import Ledger, one_line
 from eos_assets_tests.faults.oracle import judge
@@ -54,15 +55,20 @@ def test_ingest_needs_only_read_and_describe_on_the_topic(
     caplog: pytest.LogCaptureFixture,
     ledger: Ledger,
 ) -> None:
-    """No ACL on any group: the readers' group is never needed (librdkafka looks it up and
-    reports the denial, the readers never commit to it), and the advisory commit to group
-    ``eos-assets`` is a warning naming the ACL."""
+    """No ACL on any group: the lag sensor's reads and the ingest run; the readers' group is
+    never needed (librdkafka looks it up and reports the denial, the readers never commit to
+    it), and the advisory commit to group ``eos-assets`` is a warning naming the ACL."""
     topic, manifest = secured_topic
     kafka_cluster.grant("eos-ingest", "TOPIC", topic, "READ", "DESCRIBE")
     config = kafka_cluster.client("eos-ingest")
+    committed = sum(r["status"] == "committed" for r in manifest)
+    # The lag sensor's reads (bounds, high watermarks, the oldest pending record's time).
+    before = measure_lag(config, [topic], table, with_age=True)
+    assert sum(lg.lag for lg in before) >= committed and all(lg.measured for lg in before)
     with caplog.at_level(logging.WARNING):
         outcome = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
     assert outcome.version == 1 and not outcome.advisory_committed
+    assert sum(lg.lag for lg in measure_lag(config, [topic], table)) == 0
     assert "grant READ on group eos-assets" in caplog.text, caplog.text
     assert config["sasl.password"] not in caplog.text
     verdict = judge(table, manifest)
