@@ -112,8 +112,9 @@ def finish(counters: Mapping[str, Any], unique_customers: int) -> dict[str, Any]
     }
 
 
-def counters(rows: DataFrame, group: list[str]) -> DataFrame:
-    """Counters of ``rows`` (silver events) per ``group``, plus ``customers`` (distinct)."""
+def counters(rows: DataFrame, group: list[str], *more: Column) -> DataFrame:
+    """Counters of ``rows`` (silver events) per ``group``, plus ``customers`` (distinct) and
+    the aggregates ``more``."""
 
     def of(kind: str) -> Column:
         return F.col("event_type") == f"order_{kind}"
@@ -126,6 +127,7 @@ def counters(rows: DataFrame, group: list[str]) -> DataFrame:
         ),
         F.count_distinct("customer_id").alias("customers"),
         F.count(F.lit(1)).alias("events"),
+        *more,
     )
 
 

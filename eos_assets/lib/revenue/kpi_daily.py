@@ -79,11 +79,10 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome
     increment = attempt.increment
     outcome.events = increment.records
     new = read_increment(spark, increment).withColumn("day", F.to_date("event_time"))
-    batch = {
-        (r["day"], r["currency"]): r.asDict() for r in counters(new, ["day", "currency"]).collect()
-    }
+    per_customer = _per_customer(new)
+    batch = _batch_counters(per_customer)
     added, missing, outcome.set_rows_read = _new_customers(
-        new, customers_dt, sorted({k[0] for k in batch}), increment.consumed
+        per_customer, customers_dt, sorted({k[0] for k in batch}), increment.consumed
     )
     rows = _daily_rows(dt, batch, added)
     for row in rows:
@@ -113,22 +112,37 @@ def _step(spark: SparkSession, attempt: incremental.Attempt, outcome: KpiOutcome
     faults.crash_point(AFTER_COMMIT)
 
 
-def _new_customers(
-    new: DataFrame, customers_dt: DeltaTable, days: list[date], consumed: int | None
-) -> tuple[dict[tuple, int], pa.Table, int]:
-    """Per (day, currency): customers of ``new`` not seen up to silver version ``consumed``;
-    the set rows still missing (a crashed earlier attempt may have committed some); and the
-    number of set rows read.
+def _per_customer(new: DataFrame) -> pa.Table:
+    """The counters of the new silver rows per day, currency and customer (null: events
+    without one), with the first silver version of each: the run's one Spark job. The day's
+    counters and the batch's customers are both taken from it in Arrow (it holds one row per
+    customer and day of the batch)."""
+    first = F.min("silver_version").alias("silver_version")
+    return counters(new, ["day", "currency", "customer_id"], first).toArrow()
 
-    The batch's customers come from Spark (one job); the days' set is read with delta-rs and
-    compared in Arrow: it is small (one row per customer and day), and reading it with Spark
-    would cost a job per comparison over a file per earlier batch.
+
+def _batch_counters(per_customer: pa.Table) -> dict[tuple, dict[str, Any]]:
+    """``(day, currency) -> counters`` of the batch, summed over its customers."""
+    names = [name for name, _ in COUNTERS]
+    summed = per_customer.group_by(["day", "currency"]).aggregate([(n, "sum") for n in names])
+    return {
+        (r["day"], r["currency"]): {n: r[f"{n}_sum"] for n in names} for r in summed.to_pylist()
+    }
+
+
+def _new_customers(
+    per_customer: pa.Table, customers_dt: DeltaTable, days: list[date], consumed: int | None
+) -> tuple[dict[tuple, int], pa.Table, int]:
+    """Per (day, currency): customers of the batch not seen up to silver version
+    ``consumed``; the set rows still missing (a crashed earlier attempt may have committed
+    some); and the number of set rows read.
+
+    The days' set is read with delta-rs and compared in Arrow: it is small (one row per
+    customer and day), and reading it with Spark would cost a job per comparison over a file
+    per earlier batch.
     """
     seen = (
-        new.where(F.col("customer_id").isNotNull())
-        .groupBy("day", "currency", "customer_id")
-        .agg(F.min("silver_version").alias("silver_version"))
-        .toArrow()
+        per_customer.filter(pc.field("customer_id").is_valid())
         .select(CUSTOMERS_SCHEMA.names)
         .cast(CUSTOMERS_SCHEMA)
     )
