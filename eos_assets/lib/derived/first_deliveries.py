@@ -84,13 +84,9 @@ def read_batch(files: Sequence[increments.AddedFile], span_us: int) -> Batch:
     size = float(span_us)
     starts = pc.unique(pc.multiply(pc.floor(pc.divide(micros, size)), size))
     span_starts = sorted(int(s) for s in starts.to_pylist() if s is not None)
-    counts = (
-        pa.table({"event_id": rows.column("event_id")})
-        .group_by("event_id")
-        .aggregate([([], "count_all")])
-    )
-    repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("event_id")
-    return Batch(rows, _array(counts.column("event_id")), _array(repeated), span_starts)
+    counts = pc.value_counts(rows.column("event_id"))
+    ids, times = counts.field("values"), counts.field("counts")
+    return Batch(rows, ids, ids.filter(pc.greater(times, 1)), span_starts)
 
 
 def decide(batch: Batch, existing_uris: Sequence[str]) -> pa.Table:
