@@ -39,6 +39,8 @@ DECISIONS = pa.schema(
         (_LISTED, pa.bool_()),
     ]
 )
+# Decision lists up to this many rows go to every task whole (tens of MB at most).
+BROADCAST_MAX_ROWS = 1_000_000
 _READ = ["event_id", "event_time", "error", "topic", "partition", "offset"]
 
 
@@ -120,7 +122,9 @@ def first_deliveries(spark: SparkSession, valid: DataFrame, decided: pa.Table) -
     every row whose event id needs no decision, and the delivery kept of those that do."""
     if decided.num_rows == 0:
         return valid
-    listed = F.broadcast(spark.createDataFrame(decided))
+    listed = spark.createDataFrame(decided)
+    if decided.num_rows <= BROADCAST_MAX_ROWS:
+        listed = F.broadcast(listed)  # larger lists (a replayed backlog): Spark plans the join
     keep = F.col(_LISTED).isNull()
     same = [F.col(c) == F.col(k) for c, k in zip(FIRST_DELIVERY, _KEEP, strict=True)]
     keep = keep | (same[0] & same[1] & same[2] & same[3])
