@@ -8,8 +8,9 @@ stay in bronze.
 
 **Insert-if-absent without scanning the table.** The table is partitioned by ``event_date``
 (UTC date of ``event_time``), and each run writes one file per date and ``FILE_SPAN`` of event
-time, so file statistics on ``event_time`` stay tight. New rows are anti-joined only against the
-files whose partition and ``event_time`` range can hold an event time present in the batch.
+time, so file statistics on ``event_time`` stay tight. The batch's event ids are looked up only
+in the files whose partition and ``event_time`` range can hold an event time present in the
+batch (``first_deliveries`` decides, on the driver, which delivery of each event to insert).
 This rests on one assumption, documented here and checked by the producer's contract: a
 duplicate of an event carries the same payload, hence the same ``event_time`` (a producer that
 retries at the application level re-sends the same bytes). Work per run therefore grows with the
@@ -24,23 +25,19 @@ no reader sees) and ``AFTER_COMMIT``. Either way a re-run finishes the job exact
 
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
 from eos_assets.lib.delta import delta_io, file_writer, txn_ids
-from eos_assets.lib.derived import incremental, increments
+from eos_assets.lib.derived import first_deliveries, incremental, increments
 from eos_assets.lib.derived.incremental import Outcome
 
 UPSTREAM = "bronze/raw_events"
@@ -53,7 +50,6 @@ AFTER_FILES = "silver_events_after_files"
 AFTER_COMMIT = "silver_events_after_commit"
 CRASH_POINTS = (AFTER_FILES, AFTER_COMMIT)
 
-FIRST_DELIVERY = ("bronze_version", "topic", "partition", "offset")
 _FROM_BRONZE = ("schema_version", "topic", "partition", "offset", "kafka_timestamp")
 
 
@@ -126,25 +122,28 @@ def _step(
 ) -> None:
     schema = events_schema(contract)
     increment = attempt.increment
-    # The batch's counts and event-time spans come from three columns read with Arrow on the
-    # driver (milliseconds): Spark then runs one query, rank, anti-join and write.
-    valid, firsts, spans = batch_summary(increment.files)
+    # Which delivery of each event to insert is decided from narrow columns read with Arrow on
+    # the driver (``first_deliveries``): Spark then runs one query, a broadcast join and the
+    # write, whose grouping into files is the only shuffle.
+    batch = first_deliveries.read_batch(increment.files, _SPAN_MICROS)
     outcome.bronze_rows = increment.records
-    outcome.malformed = increment.records - valid
-    outcome.duplicates_in_batch = valid - firsts
-    predicate = existing_files_predicate(spans)
+    outcome.malformed = increment.records - batch.rows.num_rows
+    outcome.duplicates_in_batch = batch.rows.num_rows - len(batch.ids)
+    predicate = existing_files_predicate(batch.spans)
     existing_files = delta_io.data_files(attempt.target, predicate) if predicate else []
     outcome.existing_files_read = len(existing_files)
     outcome.existing_rows_read = sum(f.records for f in existing_files)
+    decided = first_deliveries.decide(batch, [f.uri for f in existing_files])
     bronze = increments.read_files(
         spark,
         increment.files,
         delta_io.spark_schema(bronze_schema(contract)),
         "bronze_version",
     )
-    existing = delta_io.read_spark(spark, [f.uri for f in existing_files], schema, PARTITION_BY)
-    new = first_of(ranked_deliveries(bronze, schema)).join(
-        existing.select("event_id"), "event_id", "left_anti"
+    names = [n for n in schema.names if n != "event_date"]
+    valid = bronze.where(F.col("error").isNull()).select(*names)
+    new = first_deliveries.first_deliveries(spark, valid, decided).withColumn(
+        "event_date", F.to_date("event_time")
     )
     outcome.seconds["plan_read"] = time.monotonic() - attempt.started
     began = time.monotonic()
@@ -158,7 +157,7 @@ def _step(
     )
     outcome.files_written = len(actions)
     outcome.inserted = sum(_stat_records(a.stats) for a in actions)
-    outcome.duplicates_existing = firsts - outcome.inserted
+    outcome.duplicates_existing = len(batch.ids) - outcome.inserted
     outcome.dates = sorted({str(a.partition_values["event_date"]) for a in actions})
     outcome.seconds["write"] = time.monotonic() - began
     faults.crash_point(AFTER_FILES)
@@ -173,52 +172,6 @@ def _step(
         text_values=True,
     )
     faults.crash_point(AFTER_COMMIT)
-
-
-def batch_summary(files: Sequence[increments.AddedFile]) -> tuple[int, int, list[datetime]]:
-    """Valid records, distinct valid event ids and the ``FILE_SPAN`` starts of their event
-    times, over the bronze ``files`` of one increment."""
-    pieces = []
-    for f in files:
-        fs, path = pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))
-        piece = pq.read_table(path, filesystem=fs, columns=["event_id", "event_time", "error"])
-        pieces.append(piece.filter(pc.is_null(piece.column("error"))))
-    if not pieces:
-        return 0, 0, []
-    valid = pa.concat_tables(pieces)
-    # As ``_span`` computes it in Spark: floor of a double division.
-    micros = pc.cast(pc.cast(valid.column("event_time"), pa.int64()), pa.float64())
-    size = float(_SPAN_MICROS)
-    starts = pc.unique(pc.multiply(pc.floor(pc.divide(micros, size)), size))
-    spans = sorted(
-        datetime.fromtimestamp(int(s) / 1e6, UTC) for s in starts.to_pylist() if s is not None
-    )
-    firsts = pc.count_distinct(valid.column("event_id")).as_py()
-    return valid.num_rows, firsts, spans
-
-
-def ranked_deliveries(bronze: DataFrame, schema: pa.Schema) -> DataFrame:
-    """The valid rows of ``bronze`` (with ``bronze_version``), ranked per event in delivery order.
-
-    The columns are those of ``schema`` (``events_schema``) but ``event_date``; ``_rank`` is 1
-    for the first delivery of each event.
-    """
-    order = Window.partitionBy("event_id").orderBy(*FIRST_DELIVERY)
-    names = [n for n in schema.names if n != "event_date"]
-    return (
-        bronze.where(F.col("error").isNull())
-        .select(*names)
-        .withColumn("_rank", F.row_number().over(order))
-    )
-
-
-def first_of(ranked: DataFrame) -> DataFrame:
-    """The first deliveries of ``ranked_deliveries``, with their ``event_date``."""
-    return (
-        ranked.where(F.col("_rank") == 1)
-        .drop("_rank")
-        .withColumn("event_date", F.to_date("event_time"))
-    )
 
 
 def _span(column: Column) -> Column:

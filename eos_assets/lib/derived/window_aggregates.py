@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from eos_assets.lib import faults
 from eos_assets.lib.contract.schema_time import UTC_MICROS
@@ -51,6 +50,7 @@ from eos_assets.lib.derived.window_compute import (
     recompute,
     window_schema,
 )
+from eos_assets.lib.derived.window_increment import touched_windows
 from eos_assets.lib.derived.windows import (
     APP,
     MAX_EVENT_TIME_APP,
@@ -147,17 +147,12 @@ def _step(
         ),
         stream.shape,
     )
-    # One pass over the increment gives what planning needs: per bronze version and window,
-    # the events and their max event time. Lateness depends only on those two (the watermark
+    # One pass over the increment's narrow columns, with Arrow on the driver, gives what
+    # planning needs: per bronze version and window, the events and their max event time
+    # (``window_increment``). Lateness depends only on those two (the watermark
     # before the version, the window's end), so the late rows themselves are read only when
     # some window has any.
-    us = F.unix_micros("event_time")
-    per_version = (
-        events.withColumn("_start", us - F.pmod(us, F.lit(spec.size_us)))
-        .groupBy("bronze_version", "_start", *stream.dimensions)
-        .agg(F.count(F.lit(1)).alias("events"), F.max(us).alias("m"))
-        .collect()
-    )
+    per_version = touched_windows(increment.files, stored, stream.shape, spec.size_us)
     maxima: dict[int, int] = {}
     for r in per_version:
         v, m = int(r["bronze_version"]), r["m"]
