@@ -122,9 +122,15 @@ def write_chart(lines: Sequence[Measurement], path: Path) -> Path | None:
     if has_latency:
         ax = fig.add_subplot(grid[:, cols - 1])
         _latency(ax, points["latency"])
+    sides = (
+        "throughput left (higher is better), latency right (lower is better)"
+        if cols == 2
+        else "latency, lower is better"
+        if has_latency
+        else "throughput, higher is better"
+    )
     fig.suptitle(
-        "eos_assets (blue) against what users would pick instead (grey), one run: "
-        "throughput left (higher is better), latency right (lower is better)",
+        "eos_assets (blue) against what users would pick instead (grey), one run:\n" + sides,
         fontsize=11,
     )
     fig.tight_layout()
