@@ -28,6 +28,7 @@ from eos_assets.defs.continuous_batch import Batches, Event
 from eos_assets.defs.continuous_worker import KpiWorker
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
+from eos_assets.lib import faults
 from eos_assets.lib.ingest.ingest import IngestOptions
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
@@ -44,6 +45,7 @@ PID, HOST, HEARTBEAT, LAST_BATCH, BATCHES = (
     "eos/batches",
 )
 HEARTBEAT_EVERY_S = 2.0
+AFTER_BATCH = "continuous_after_batch"  # a fault point: between a batch and the next poll
 
 
 class ContinuousConfig(dg.Config):
@@ -120,6 +122,7 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
                     f"batch {done}: {ingested.records} records, seconds "
                     + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
                 )
+                faults.crash_point(AFTER_BATCH)
         except Exception:
             # The KPI pass in flight consumes a proven version: let it finish and log it.
             yield from worker.close(context.log.info)
