@@ -41,18 +41,7 @@ def run_demo(options: DemoOptions) -> str:
     producing = time.monotonic()
     produced = produce(
         bootstrap,
-        ProduceOptions(
-            stream=options.stream,
-            topic=topic,
-            count=options.count,
-            partitions=options.partitions,
-            seed=options.seed,
-            duplicate_ratio=0.02,
-            late_ratio=0.01,
-            abort_ratio=0.05,
-            malformed_ratio=0.01,
-            start_time=continue_clock(clock),
-        ),
+        demo_records(options, topic, clock, options.count),
         manifest,
         client_config=dict(settings.kafka_client),
     )
@@ -96,6 +85,26 @@ def run_demo(options: DemoOptions) -> str:
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
     lines.extend(_next_steps(settings.warehouse, stream, revenue))
     return "\n".join(lines)
+
+
+def demo_records(
+    options: DemoOptions, topic: str, clock: Path, count: int, rate: float = 0.0
+) -> ProduceOptions:
+    """What the demo's producer sends: ``count`` records of its mix (re-sent, late, aborted
+    and malformed ones), from where the last demo's event clock stopped; ``rate`` paces it."""
+    return ProduceOptions(
+        stream=options.stream,
+        topic=topic,
+        count=count,
+        partitions=options.partitions,
+        seed=options.seed,
+        rate=rate,
+        duplicate_ratio=0.02,
+        late_ratio=0.01,
+        abort_ratio=0.05,
+        malformed_ratio=0.01,
+        start_time=continue_clock(clock),
+    )
 
 
 def demo_broker(settings: Settings) -> tuple[str, str]:

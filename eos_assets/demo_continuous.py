@@ -17,7 +17,13 @@ import dagster as dg
 from eos_assets.components import builtin
 from eos_assets.defs.continuous import continuous_job
 from eos_assets.defs.stream import Stream
-from eos_assets.demo import continue_clock, demo_broker, kpi_lines, save_clock, stream_definitions
+from eos_assets.demo import (
+    demo_broker,
+    demo_records,
+    kpi_lines,
+    save_clock,
+    stream_definitions,
+)
 from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker
 from eos_assets.devkit.manifest import ProduceSummary
@@ -57,19 +63,7 @@ def run_continuous_demo(options: DemoOptions, seconds: float, drain_s: float = D
     job = defs.resolve_job_def(stream.named("continuous_kpis"))
     manifest = state_dir / "manifests" / f"demo-continuous-{int(time.time())}.jsonl"
     clock = state_dir / "demo_clock.txt"
-    sending = ProduceOptions(
-        stream=options.stream,
-        topic=topic,
-        count=max(1, int(options.rate * seconds)),
-        partitions=options.partitions,
-        seed=options.seed,
-        rate=options.rate,
-        duplicate_ratio=0.02,
-        late_ratio=0.01,
-        abort_ratio=0.05,
-        malformed_ratio=0.01,
-        start_time=continue_clock(clock),
-    )
+    sending = demo_records(options, topic, clock, max(1, int(options.rate * seconds)), options.rate)
     producer = _Producer(bootstrap, sending, manifest, client)
 
     ensure_instance_config()
