@@ -382,6 +382,11 @@ def cmd_produce(args: argparse.Namespace) -> int:
         f"({kinds.get('duplicate', 0)} duplicate, {kinds.get('late', 0)} late, "
         f"{kinds.get('malformed', 0)} malformed), {s.aborted} aborted in "
         f"{s.transactions_aborted} transactions; seed {s.seed}; manifest {manifest}"
+        + (
+            f"; {s.transactions_sent_again} transactions sent again after a broker failure"
+            if s.transactions_sent_again
+            else ""
+        )
     )
     return 0
 

@@ -4,6 +4,45 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from eos_assets.devkit.events import TransactionPlan
 from eos_assets.lib.errors import BrokerError
+from eos_assets.lib.kafka.retry import transient
+
+# What a record's report says when its transaction went into the state where it can only be
+# aborted (a partition's leader died with the record in flight, say): librdkafka purges the
+# transaction's queued and in-flight records.
+_ABORTED_WITH_THE_TRANSACTION = frozenset(
+    {
+        KafkaError._PURGE_QUEUE,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    }
+)
+
+
+class DeliveryFailed(BrokerError):
+    """A record of the open transaction was not delivered.
+
+    Attributes:
+        errors: each failed report's error (empty when a report is missing).
+    """
+
+    def __init__(self, message: str, errors: list[KafkaError]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+    @property
+    def retriable(self) -> bool:
+        """True when every failure is a broker going away or the transaction's own abort:
+        aborted, the transaction can be sent again. A refused record (authorization, size)
+        fails the same way again and is not."""
+        return bool(self.errors) and all(
+            not err.fatal()
+            and (
+                transient(err)
+                or err.txn_requires_abort()
+                or err.code() in _ABORTED_WITH_THE_TRANSACTION
+            )
+            for err in self.errors
+        )
 
 
 class Deliveries:
@@ -37,15 +76,17 @@ class Deliveries:
         """Wait for every report; return (partition, offset) of each record, in order.
 
         Raises:
-            BrokerError: a record was not delivered, or the reports cannot be told apart.
+            DeliveryFailed: a record was not delivered.
+            BrokerError: the reports cannot be told apart.
         """
         # Flushed before an abort too, so aborted records get offsets the tests can look for.
         failed = producer.flush(timeout_s) or self.failures
         if failed or len(self.reports) != len(self.plan.records):
             reason = self.failures[0].str() if self.failures else "a delivery report missing"
-            raise BrokerError(
+            raise DeliveryFailed(
                 f"delivery to {self.topic} failed in transaction {self.plan.index} ({reason}): "
-                "check the broker and the topic; finished transactions are in the manifest"
+                "check the broker and the topic; finished transactions are in the manifest",
+                list(self.failures),
             )
         offsets = self.offsets()
         if offsets is None:

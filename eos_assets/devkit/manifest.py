@@ -28,6 +28,8 @@ class ProduceSummary:
         committed_malformed: malformed code -> committed records.
         committed_by_partition: partition -> committed records.
         transactional_id: the producer's ``transactional.id``.
+        transactions_sent_again: attempts aborted after a broker failure and sent again
+            (not in ``transactions_aborted``, which counts the planned aborts).
     """
 
     topic: str
@@ -40,6 +42,7 @@ class ProduceSummary:
     aborted: int = 0
     transactions_committed: int = 0
     transactions_aborted: int = 0
+    transactions_sent_again: int = 0
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     committed_malformed: dict[str, int] = field(default_factory=dict)
     committed_by_partition: dict[int, int] = field(default_factory=dict)

@@ -16,12 +16,12 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos_assets.devkit import events, page_views
-from eos_assets.devkit.deliveries import Deliveries
+from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
 from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic, not_authorized
-from eos_assets.lib.kafka.retry import with_retry
+from eos_assets.lib.kafka.retry import error_of, retry_seconds, with_retry
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
@@ -158,26 +158,101 @@ def produce(
     deliveries = Deliveries(options.topic)
     with ManifestWriter(manifest_path, summary) as manifest:
         producer: Producer | None = None
-        plan = next(plans, None)
+        ahead = _Lookahead(plans)
+        plan = ahead.advance()
         while plan is not None:
             if producer is None:
                 producer = _producer(bootstrap, summary.transactional_id, config, deliveries)
-            try:
-                _send(producer, options.topic, plan, pacer, deliveries)
-                # Drawn while this transaction's records travel: the broker's round trips
-                # overlap the Python work of the next one.
-                upcoming = next(plans, None)
-                offsets = deliveries.wait(producer, _TIMEOUT_S)
-                _finish(producer, plan)
-            except BaseException:
-                # Left open, the transaction would hold back the partition's last stable
-                # offset, and every read_committed reader, until the broker times it out.
-                with contextlib.suppress(KafkaException):
-                    producer.abort_transaction(10)
-                raise
+            offsets, attempts = _transaction(
+                producer, options.topic, plan, pacer, deliveries, ahead.draw
+            )
+            summary.transactions_sent_again += attempts - 1
             manifest.add(plan, summary.transactional_id, offsets)
-            plan = upcoming
+            plan = ahead.advance()
         return manifest.finish(time.monotonic() - pacer.began)
+
+
+class _Lookahead:
+    """The plans, the next one drawn while this transaction's records travel: the broker's
+    round trips overlap the Python work of drawing it."""
+
+    def __init__(self, plans: Iterator[TransactionPlan]) -> None:
+        self.plans = plans
+        self.drawn: list[TransactionPlan | None] = []
+
+    def draw(self) -> None:
+        """Draw the next plan, once."""
+        if not self.drawn:
+            self.drawn.append(next(self.plans, None))
+
+    def advance(self) -> TransactionPlan | None:
+        """The next plan (None after the last)."""
+        self.draw()
+        return self.drawn.pop()
+
+
+def _transaction(
+    producer: Producer,
+    topic: str,
+    plan: TransactionPlan,
+    pacer: "_Pacer",
+    deliveries: Deliveries,
+    draw: Callable[[], None],
+) -> tuple[list[tuple[int, int]], int]:
+    """Send ``plan``'s records in a transaction and end it as planned; return each record's
+    (partition, offset) and the attempts it took.
+
+    A broker that dies with records in flight can leave the transaction where it can only be
+    aborted (the idempotent producer's sequence broken, its records purged). Such a
+    transaction is aborted and sent again, for up to ``EOS_KAFKA_RETRY_SECONDS``: none of its
+    records is in a committed transaction until an attempt commits, and the manifest holds
+    only the attempt that finished. Kafka's own transactional clients leave this to the
+    application; here the plan is known, so sending it again is safe.
+
+    Raises:
+        BrokerError: a failure that another attempt would repeat, or the time ran out.
+    """
+    deadline = time.monotonic() + retry_seconds()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            _send(producer, topic, plan, pacer, deliveries)
+            draw()
+            offsets = deliveries.wait(producer, _TIMEOUT_S)
+            _finish(producer, plan)
+            return offsets, attempts
+        except BrokerError as exc:
+            if not _abortable(exc) or time.monotonic() > deadline:
+                _abort_quietly(producer)
+                raise
+            try:
+                with_retry(lambda: producer.abort_transaction(_TIMEOUT_S))
+            except KafkaException as failed:
+                raise BrokerError(
+                    f"transaction {plan.index} can only be aborted and its abort failed "
+                    f"({_reason(failed)}): check the broker; finished transactions are in "
+                    "the manifest"
+                ) from exc
+        except BaseException:
+            _abort_quietly(producer)
+            raise
+
+
+def _abortable(exc: BrokerError) -> bool:
+    """True when the failed transaction can be aborted and sent again."""
+    if isinstance(exc, DeliveryFailed):
+        return exc.retriable
+    cause = exc.__cause__
+    err = error_of(cause) if isinstance(cause, KafkaException) else None
+    return err is not None and err.txn_requires_abort() and not err.fatal()
+
+
+def _abort_quietly(producer: Producer) -> None:
+    # Left open, the transaction would hold back the partition's last stable offset, and
+    # every read_committed reader, until the broker times it out.
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(10)
 
 
 def _producer(

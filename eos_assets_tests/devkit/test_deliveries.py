@@ -1,9 +1,9 @@
 """Delivery reports told apart without a callback per record: each one reaches its own record,
 and a report sequence that breaks a premise is refused rather than guessed at."""
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 
-from eos_assets.devkit.deliveries import Deliveries
+from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed
 from eos_assets.devkit.events import Record, TransactionPlan
 
 KEYS = ["o-1", "o-2", "o-1", "o-3", "o-2", "o-1"]  # o-1 and o-3 on partition 0, o-2 on 1
@@ -52,3 +52,21 @@ def test_a_report_of_another_key_in_a_records_place_is_refused() -> None:
     report(found, "o-3", 0, 1)
     report(found, "o-1", 0, 2)
     assert found.offsets() is None
+
+
+def test_a_transaction_purged_with_its_abort_is_sent_again_a_refused_record_is_not() -> None:
+    """A leader that died with the records in flight breaks the idempotent producer's
+    sequence and the transaction's queued records are purged: aborted, it can be sent again.
+    A record the broker refuses, or a fenced producer, fails the same way every time."""
+
+    def failed(*errors: KafkaError) -> DeliveryFailed:
+        return DeliveryFailed("delivery failed", list(errors))
+
+    broken = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, txn_requires_abort=True)
+    purged = KafkaError(KafkaError._PURGE_QUEUE)
+    assert failed(broken, purged, purged).retriable
+    assert failed(KafkaError(KafkaError._MSG_TIMED_OUT)).retriable
+    assert not failed(purged, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)).retriable
+    assert not failed(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)).retriable
+    assert not failed(KafkaError(KafkaError._FENCED, fatal=True)).retriable
+    assert not failed().retriable  # a report missing: nothing says why
