@@ -228,6 +228,8 @@ def _transaction(
                 raise
             try:
                 with_retry(lambda: producer.abort_transaction(_TIMEOUT_S))
+                # The purged records' reports are served now, not among the next attempt's.
+                producer.flush(_TIMEOUT_S)
             except KafkaException as failed:
                 raise BrokerError(
                     f"transaction {plan.index} can only be aborted and its abort failed "
