@@ -24,7 +24,7 @@ from eos_assets.lib.contract.schema import bronze_schema
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
 from eos_assets.lib.ingest.ranges import OffsetRange, plan_ranges, split_for_slots, start_offsets
-from eos_assets.lib.ingest.reader import read_range_to_file, reader_config
+from eos_assets.lib.ingest.reader import CONSUME_WAIT_S, read_range_to_file, reader_config
 from eos_assets.lib.kafka import kafka_tools
 from eos_assets.lib.kafka.kafka_offsets import partition_bounds
 
@@ -105,7 +105,7 @@ def _consume(r: OffsetRange, config: dict[str, str]) -> int:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         done = r.start >= r.end
         while not done:
-            for msg in consumer.consume(10_000, 0.1):
+            for msg in consumer.consume(10_000, CONSUME_WAIT_S):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
