@@ -14,7 +14,6 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from eos_assets.lib.contract.schema_time import UTC_MICROS
 from eos_assets.lib.contract.stream_shape import (
@@ -155,10 +154,10 @@ def window_rows(
     predicate = time_ranges_predicate(merge_ranges([(at(s), at(s + size_us)) for s in wanted]))
     files = delta_io.data_files(upstream, predicate) if predicate else []
     rows = delta_io.read_spark(spark, [f.uri for f in files], stored_schema(upstream))
-    keep = spark.createDataFrame([(s,) for s in wanted], "_start long")
     us = F.unix_micros("event_time")
     framed = rows.withColumn("_start", us - F.pmod(us, F.lit(size_us)))
-    return framed.join(F.broadcast(keep), "_start"), sum(f.records for f in files)
+    # A filter, not a join with a local relation: broadcasting one is a Spark job of its own.
+    return framed.where(F.col("_start").isin(wanted)), sum(f.records for f in files)
 
 
 def recompute(
@@ -168,26 +167,20 @@ def recompute(
         return {}, 0
     rows, read = window_rows(spark, upstream, [k[0] for k in keys], size_us)
     group = ["_start", *stream.dimensions]
-    wanted = spark.createDataFrame(
-        keys,
-        StructType(
-            [
-                StructField("_start", LongType()),
-                *[StructField(d, StringType()) for d in stream.dimensions],
-            ]
-        ),
-    )
     measures = stream.shape.measures
     aggregates = (
         fill_dimensions(rows, stream.shape)
-        .join(F.broadcast(wanted), group)
         .groupBy(*group)
         .agg(*[_aggregate(m, stream.contract).alias(m.name) for m in measures])
         .collect()
     )
+    # The touched windows' other keys come back too (rows of the same windows): only the
+    # touched keys are revised.
+    wanted = set(keys)
     fresh = {
         stream.key(r): {m.name: _value(r[m.name], m, stream.contract) for m in measures}
         for r in aggregates
+        if stream.key(r) in wanted
     }
     return fresh, read
 

@@ -124,11 +124,14 @@ def _window_kpis(
     """Fresh KPI rows of windows ``keys`` (start micros, currency) from their silver rows."""
     if not keys:
         return [], 0
-    wanted = spark.createDataFrame(keys, "_start long, currency string")
     silver, read = window_rows(spark, upstream, [k[0] for k in keys], size_us)
     silver = silver.withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))
-    group = ["_start", "currency"]
-    fresh = counters(silver.join(F.broadcast(wanted), group), group).collect()
+    wanted = set(keys)  # a touched window's other currencies come back too: not revised
+    fresh = [
+        r
+        for r in counters(silver, ["_start", "currency"]).collect()
+        if (r["_start"], r["currency"]) in wanted
+    ]
     starts = [k[0] for k in keys]
     predicate = (
         f"window_start >= '{at(min(starts)).isoformat()}' AND "

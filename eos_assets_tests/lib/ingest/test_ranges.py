@@ -3,6 +3,7 @@ import itertools
 import pytest
 
 from eos_assets.lib.errors import EosError
+from eos_assets.lib.ingest.ingest import SMALL_READ, task_count
 from eos_assets.lib.ingest.ranges import (
     OffsetRange,
     describe,
@@ -90,6 +91,15 @@ def test_split_only_when_fewer_ranges_than_slots_and_pieces_tile() -> None:
     assert split_for_slots([OffsetRange("t", 0, 0, 50)], slots=8, min_size=100) == [
         OffsetRange("t", 0, 0, 50)
     ]
+
+
+def test_small_reads_take_no_more_tasks_than_slots_big_ones_one_per_range() -> None:
+    small = [OffsetRange("t", p, 0, 1500) for p in range(6)]
+    assert task_count(small, slots=2) == 2
+    assert task_count(small[:1], slots=2) == 1
+    big = [OffsetRange("t", p, 0, SMALL_READ // 3) for p in range(6)]
+    assert task_count(big, slots=2) == 6
+    assert task_count([], slots=2) == 1
 
 
 def test_merged_ends_take_the_last_piece() -> None:
