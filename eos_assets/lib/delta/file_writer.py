@@ -38,16 +38,20 @@ def write_files(
     partition_by: str | None,
     split_by: str | None = None,
     sort_by: str | None = None,
+    one_task: bool = False,
 ) -> list[AddAction]:
     """Write ``frame`` as Parquet files inside the table folder from Spark tasks.
 
     Rows are grouped so that each file holds one value of ``partition_by`` and of ``split_by``
     (a coarse time bucket keeping file statistics tight), sorted by ``sort_by``. Nothing is
     visible until the returned add actions are committed; an uncommitted file is an orphan
-    that no reader sees (vacuum removes it).
+    that no reader sees (vacuum removes it). With ``one_task`` (few rows) one task writes
+    every group, and the rows cross no shuffle.
     """
     keys = [c for c in (partition_by, split_by) if c is not None]
-    if keys:
+    if one_task:
+        frame = frame.coalesce(1)
+    elif keys:
         # Hash partitioning puts each group in one task, which writes one file per group.
         frame = frame.repartition(*keys)
     task = functools.partial(

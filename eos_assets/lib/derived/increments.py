@@ -44,6 +44,11 @@ class AddedFile:
     partition_values: Mapping[str, str | None]
 
 
+# Below this many rows an increment is computed in one Spark task: with no shuffle its job is
+# one stage, where a shuffle adds a stage and its tasks (a continuous stream's batches).
+ONE_TASK_ROWS = 100_000
+
+
 @dataclass(frozen=True)
 class Increment:
     """Upstream files added in versions ``(consumed, version]``.
@@ -69,6 +74,11 @@ class Increment:
     def records(self) -> int:
         """Rows in the added files (from their statistics; files without stats count 0)."""
         return sum(f.records or 0 for f in self.files)
+
+    @property
+    def fits_one_task(self) -> bool:
+        """True when the increment is small enough for one Spark task (``ONE_TASK_ROWS``)."""
+        return self.records < ONE_TASK_ROWS
 
     @property
     def first_version(self) -> int:

@@ -154,6 +154,7 @@ def _step(
         partition_by="event_date",
         split_by="_span",
         sort_by="event_time",
+        one_task=increment.fits_one_task,
     )
     outcome.files_written = len(actions)
     outcome.inserted = sum(_stat_records(a.stats) for a in actions)
