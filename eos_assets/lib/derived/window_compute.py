@@ -29,6 +29,7 @@ from eos_assets.lib.contract.stream_shape import (
     WindowShape,
 )
 from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.increments import ONE_TASK_ROWS
 from eos_assets.lib.derived.silver_events import (
     events_schema,
     merge_ranges,
@@ -154,10 +155,13 @@ def window_rows(
     predicate = time_ranges_predicate(merge_ranges([(at(s), at(s + size_us)) for s in wanted]))
     files = delta_io.data_files(upstream, predicate) if predicate else []
     rows = delta_io.read_spark(spark, [f.uri for f in files], stored_schema(upstream))
+    read = sum(f.records for f in files)
+    if read < ONE_TASK_ROWS:
+        rows = rows.coalesce(1)  # one partition: grouping it (distinct counts too) needs no shuffle
     us = F.unix_micros("event_time")
     framed = rows.withColumn("_start", us - F.pmod(us, F.lit(size_us)))
     # A filter, not a join with a local relation: broadcasting one is a Spark job of its own.
-    return framed.where(F.col("_start").isin(wanted)), sum(f.records for f in files)
+    return framed.where(F.col("_start").isin(wanted)), read
 
 
 def recompute(
