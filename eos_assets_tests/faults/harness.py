@@ -108,7 +108,7 @@ def finish(run: Run, timeout: float = 240.0) -> Run:
     except subprocess.TimeoutExpired:
         kill_group(run)
         out, run.stderr = run.proc.communicate()
-    run.stdout += out
+    run.stdout += out or ""  # None when the run's output went to a file
     run.returncode = run.proc.returncode
     for line in run.stdout.splitlines():
         if line.startswith(_OUTCOME):

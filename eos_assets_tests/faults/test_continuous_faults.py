@@ -147,14 +147,20 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     ledger: Ledger,
 ) -> None:
     """The server dies while the run's KPI worker is inside gold/kpi_daily, between its two
-    commits (the customer set committed, the daily KPIs not): the run fails with the server's
-    one line; after ``eos-assets spark up`` the next run makes every table exact."""
+    commits (the customer set committed, the daily KPIs not), and records arrive: the run fails
+    with the server's one line; after ``eos-assets spark up`` the next run makes every table
+    exact. (The KPI worker's last commits need no server, so the records sent while the run
+    waits are what make a Spark call certain after the kill.)"""
     d, topic = deployment
     _, manifest = produced(topic, count=900, seed=63, **MIX)
     pauses = tmp_path / "pauses"
     pauses.mkdir()
     run = start(d, {"max_batches": 5}, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
-    on_server.kill_server_under(run, server, pauses, d.home)
+
+    def send_more() -> None:
+        manifest.extend(produced(topic, count=300, seed=65, **MIX)[1])
+
+    on_server.kill_server_under(run, server, pauses, d.home, before_release=send_more)
     monkeypatch.setenv("EOS_STATE_DIR", str(server))
     monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
     assert cli.main(["spark", "up"]) == 0

@@ -316,14 +316,21 @@ def test_two_runs_at_once_on_one_server_leave_exact_tables(
 
 
 def kill_server_under(
-    run: DagsterRun, server: Path, pauses: Path, home: Path
+    run: DagsterRun,
+    server: Path,
+    pauses: Path,
+    home: Path,
+    before_release: Callable[[], object] | None = None,
 ) -> tuple[spark_server.ServerInfo, Outcome]:
-    """SIGKILL the server once ``run`` waits at its pause, release it, and check that the run
-    failed with the lost server's one line only; the server's info and the run's outcome."""
+    """SIGKILL the server once ``run`` waits at its pause, call ``before_release`` (if any),
+    release the run, and check that it failed with the lost server's one line only; the
+    server's info and the run's outcome."""
     wait_for_files(pauses, "*.ready", 1, RUN_TIMEOUT_S, run)
     info = spark_server.server_status(server)
     assert info is not None
     os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+    if before_release is not None:
+        before_release()
     (pauses / faults.RELEASE).touch()
     finish(run)
     (outcome,) = outcomes(home)
