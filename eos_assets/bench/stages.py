@@ -202,30 +202,46 @@ def _named(times: RunTimes, names: list[str]) -> dict[str, float]:
     }
 
 
-def peer_line(lake: BenchLake, times: RunTimes, slots: int, mode: str = "") -> Measurement:
+def spark_seconds(times: RunTimes) -> float:
+    """The Spark side of the peer line: silver/events + gold/window_aggregates."""
+    return times.steps.get("orders__silver__events", 0.0) + times.steps.get(
+        "orders__gold__window_aggregates", 0.0
+    )
+
+
+def peer_line(
+    lake: BenchLake, times: RunTimes, slots: int, mode: str = "", rounds: int = 1, spark: str = ""
+) -> Measurement:
     """DuckDB SQL doing silver/events' dedup and the window aggregation, against Spark.
 
     ``mode``: where the graph's Spark ran, when not in the bench's own session (``WARM``: the
-    local Spark Connect server); that line has the target.
+    local Spark Connect server); that line has the target. ``rounds``: DuckDB runs, the best
+    counts (as many as the Spark builds ``times`` is the best of, described by ``spark``).
     """
     version = times.metadata["orders/bronze/raw_events"]["delta_version"]
-    result = peer.duckdb_peer(
-        lake.uri("orders", "bronze", "raw_events"),
-        version,
-        lake.uri("orders", "gold", "window_aggregates"),
-        slots,
-    )
-    spark_s = times.steps.get("orders__silver__events", 0.0) + times.steps.get(
-        "orders__gold__window_aggregates", 0.0
-    )
+    runs = [
+        peer.duckdb_peer(
+            lake.uri("orders", "bronze", "raw_events"),
+            version,
+            lake.uri("orders", "gold", "window_aggregates"),
+            slots,
+        )
+        for _ in range(rounds)
+    ]
+    result = min(runs, key=lambda r: r.seconds)
+    spark_s = spark_seconds(times)
     ratio = spark_s / result.seconds if result.seconds else None
     target = f"<= {PEER_TARGET:g} (goal {PEER_GOAL:g})" if mode == WARM else ""
+    best = ""
+    if rounds > 1:
+        duck_each = ", ".join(f"{r.seconds:.2f}s" for r in runs)
+        best = f"; best of {rounds} each ({spark}; DuckDB {duck_each})"
     return Measurement(
         "peer", "Spark assets / DuckDB SQL (dedup + windows)" + (f", {mode}" if mode else ""),
         ratio, "x", target, at_most(ratio, PEER_TARGET) if target else None,
         detail=f"Spark silver/events + gold/window_aggregates {spark_s:.1f}s, DuckDB "
         f"{result.seconds:.1f}s ({slots} threads) over {result.bronze_rows:,} bronze rows; "
-        f"{result.mismatched_windows} of {result.rows} windows differ",
+        f"{max(r.mismatched_windows for r in runs)} of {result.rows} windows differ{best}",
         data=vars(result),
     )  # fmt: skip
 

@@ -21,26 +21,36 @@ BRONZE_KEY = "orders/bronze/raw_events"
 
 
 def warm_graph_lines(
-    work: Path, bootstrap: str, topic: str, events: int, master: str, slots: int
+    work: Path, bootstrap: str, topic: str, events: int, master: str, slots: int, rounds: int
 ) -> list[Measurement]:
     """Start a local Spark server, warm it with one uncounted build of the whole graph, then
-    build it again into a lake of its own and compare its Spark steps with DuckDB SQL."""
+    build it ``rounds`` more times, each into a lake of its own, and compare the best build's
+    Spark steps with the best of as many DuckDB SQL runs.
+
+    A server that ``make ui`` or the lag sensor keeps up has built the graph many times; its
+    JIT keeps compiling for the first few builds, so one build after the warm-up is not yet
+    the server users run on.
+    """
     with warm_server(work / "spark-server", master) as server:
         _build(work / "warm-up", bootstrap, topic, server.state, master)
-        root = work / "warm"
-        times = _build(root, bootstrap, topic, server.state, master)
+        builds = [
+            (work / f"warm-{i}", _build(work / f"warm-{i}", bootstrap, topic, server.state, master))
+            for i in range(rounds)
+        ]
+    root, times = min(builds, key=lambda b: stages.spark_seconds(b[1]))
     lake = BenchLake(root, bootstrap, topic, master)
     version = DeltaTable(lake.uri("orders", "bronze", "raw_events")).version()
     times.metadata[BRONZE_KEY] = {"delta_version": version}
     steps = ", ".join(f"{k.replace('__', '/')} {v:.1f}s" for k, v in times.steps.items())
+    spark_each = ", ".join(f"{stages.spark_seconds(t):.1f}s" for _, t in builds)
     return [
         Measurement(
             "graph", f"ingest_and_refresh from empty at {events:,} events, {WARM}", times.wall,
-            "s", detail=f"its process, after one uncounted run on the same server (started in "
-            f"{server.start_s:.1f}s); {steps}",
+            "s", detail=f"its process, the best of {rounds} after one uncounted run on the same "
+            f"server (started in {server.start_s:.1f}s); {steps}",
             data={"steps": times.steps, "server_start_s": server.start_s},
         ),
-        stages.peer_line(lake, times, slots, WARM),
+        stages.peer_line(lake, times, slots, WARM, rounds, f"builds {spark_each}"),
     ]  # fmt: skip
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from eos_assets.bench import chart, compare, kstreams, peer_latency
+from eos_assets.bench.peers import producer_perf_line
 from eos_assets.bench.report import Measurement
 
 
@@ -134,3 +135,10 @@ def test_a_failed_kafka_streams_peer_names_its_root_cause() -> None:
     cause = kstreams._cause(trace)
     assert cause == "org.apache.kafka.common.errors.InvalidTimestampException: too far ahead"
     assert kstreams._cause("just one line") == "just one line"
+
+
+def test_producer_line_compares_the_best_round_of_each_side() -> None:
+    line = producer_perf_line([90_000.0, 110_000.0], [250_000.0, 200_000.0], 1_000_000, 2)
+    assert line.value == 110_000 / 250_000
+    assert line.met is False
+    assert "90,000/250,000, 110,000/200,000" in line.detail
