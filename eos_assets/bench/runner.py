@@ -204,13 +204,15 @@ def _producer_rounds(o: BenchOptions, work: Path, client: dict, bootstrap: str) 
     of each counts."""
     ours: list[float] = []
     theirs: list[float] = []
+    processes = 1
     for i in range(o.repeats):
-        ours.append(Stream(bootstrap, client, work, f"producer-{i}", o.producers).extend(
-            o.events)["sending_per_s"])  # fmt: skip
+        rate = Stream(bootstrap, client, work, f"producer-{i}", o.producers).extend(o.events)
+        ours.append(rate["sending_per_s"])
+        processes = int(rate["processes"])
         topic = f"bench-producer-perf-{uuid.uuid4().hex[:6]}"
         broker.ensure_topic(bootstrap, topic, PARTITIONS, client)
         theirs.append(peers.producer_perf_rate(client, topic, o.events))
-    return peers.producer_perf_line(ours, theirs, o.events, o.producers)
+    return peers.producer_perf_line(ours, theirs, o.events, processes)
 
 
 def _memory_cap(o: BenchOptions) -> int:
