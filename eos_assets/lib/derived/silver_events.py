@@ -139,6 +139,7 @@ def _step(
         increment.files,
         delta_io.spark_schema(bronze_schema(contract)),
         "bronze_version",
+        increments.PLAN_STABLE_VERSION,  # stored as the schema's long by the file writer
     )
     names = [n for n in schema.names if n != "event_date"]
     valid = bronze.where(F.col("error").isNull()).select(*names)

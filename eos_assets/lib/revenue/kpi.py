@@ -132,7 +132,12 @@ def counters(rows: DataFrame, group: list[str], *more: Column) -> DataFrame:
 
 
 def read_increment(spark: SparkSession, increment: increments.Increment) -> DataFrame:
-    """The new silver rows of ``increment`` with ``silver_version`` (missing currency: "")."""
+    """The new silver rows of ``increment`` with ``silver_version`` (missing currency: "";
+    the version a decimal, ``increments.PLAN_STABLE_VERSION``)."""
     return increments.read_files(
-        spark, increment.files, delta_io.spark_schema(_READ_EVENTS), "silver_version"
+        spark,
+        increment.files,
+        delta_io.spark_schema(_READ_EVENTS),
+        "silver_version",
+        increments.PLAN_STABLE_VERSION,
     ).withColumn("currency", F.coalesce("currency", F.lit(NO_CURRENCY)))

@@ -120,7 +120,9 @@ def _per_customer(new: DataFrame) -> pa.Table:
     counters and the batch's customers are both taken from it in Arrow (it holds one row per
     customer and day of the batch)."""
     first = F.min("silver_version").alias("silver_version")
-    return counters(new, ["day", "currency", "customer_id"], first).toArrow()
+    rows = counters(new, ["day", "currency", "customer_id"], first).toArrow()
+    at = rows.schema.get_field_index("silver_version")
+    return rows.set_column(at, "silver_version", rows.column(at).cast(pa.int64()))
 
 
 def _batch_counters(per_customer: pa.Table) -> dict[tuple, dict[str, Any]]:
