@@ -33,10 +33,8 @@ def warm_graph_lines(
     """
     with warm_server(work / "spark-server", master) as server:
         _build(work / "warm-up", bootstrap, topic, server.state, master)
-        builds = [
-            (work / f"warm-{i}", _build(work / f"warm-{i}", bootstrap, topic, server.state, master))
-            for i in range(rounds)
-        ]
+        roots = [work / f"warm-{i}" for i in range(rounds)]
+        builds = [(r, _build(r, bootstrap, topic, server.state, master)) for r in roots]
     root, times = min(builds, key=lambda b: stages.spark_seconds(b[1]))
     lake = BenchLake(root, bootstrap, topic, master)
     version = DeltaTable(lake.uri("orders", "bronze", "raw_events")).version()

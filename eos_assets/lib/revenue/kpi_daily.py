@@ -120,9 +120,8 @@ def _per_customer(new: DataFrame) -> pa.Table:
     counters and the batch's customers are both taken from it in Arrow (it holds one row per
     customer and day of the batch)."""
     first = F.min("silver_version").alias("silver_version")
-    rows = counters(new, ["day", "currency", "customer_id"], first).toArrow()
-    at = rows.schema.get_field_index("silver_version")
-    return rows.set_column(at, "silver_version", rows.column(at).cast(pa.int64()))
+    # silver_version arrives a decimal (read_increment); the set's schema casts it to a long.
+    return counters(new, ["day", "currency", "customer_id"], first).toArrow()
 
 
 def _batch_counters(per_customer: pa.Table) -> dict[tuple, dict[str, Any]]:
