@@ -11,7 +11,7 @@ from bisect import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from math import log
+from math import log, modf
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from eos_assets.lib.contract.contract import Malformed
@@ -129,17 +129,12 @@ def plan_with(
         abort = rng.random() < mix.abort_ratio
         saved = state.save()
         size = min(transaction_size, count - sent)
-        records = [_draw(rng, state, next_record, pool, mix) for _ in range(size)]
+        records = _draw(rng, state, next_record, pool, mix, size)
         yield TransactionPlan(index, records, abort)
         if abort:
             state.restore(saved)
         else:
-            for record in records:
-                if record.kind in ("valid", "late"):
-                    if len(pool) < _POOL_KEPT:
-                        pool.append(record)
-                    else:
-                        pool[below(rng, _POOL_KEPT)] = record
+            _keep(rng, pool, records)
         sent += size
         index += 1
 
@@ -150,15 +145,41 @@ def _draw(
     next_record: Callable[[random.Random, G, str, Mix], Record],
     pool: list[Record],
     mix: Mix,
-) -> Record:
-    r = rng.random()
-    if r < mix.malformed_ratio:
-        return next_record(rng, state, "malformed", mix)
-    r -= mix.malformed_ratio
-    if r < mix.duplicate_ratio and pool:
-        return rng.choice(pool)._replace(kind="duplicate")
-    late = mix.duplicate_ratio <= r < mix.duplicate_ratio + mix.late_ratio
-    return next_record(rng, state, "late" if late else "valid", mix)
+    size: int,
+) -> list[Record]:
+    """``size`` records, each malformed, a duplicate of a ``pool`` record, late or valid.
+
+    One loop with its names bound locally: it runs once per record sent, and a call per
+    record, or an attribute looked up per record, is a large part of the producer's time.
+    """
+    draw, choice = rng.random, rng.choice
+    malformed, duplicate = mix.malformed_ratio, mix.duplicate_ratio
+    late_below = duplicate + mix.late_ratio
+    records: list[Record] = []
+    add = records.append
+    for _ in range(size):
+        r = draw()
+        if r < malformed:
+            add(next_record(rng, state, "malformed", mix))
+            continue
+        r -= malformed
+        if r < duplicate and pool:
+            add(choice(pool)._replace(kind="duplicate"))
+        else:
+            late = duplicate <= r < late_below
+            add(next_record(rng, state, "late" if late else "valid", mix))
+    return records
+
+
+def _keep(rng: random.Random, pool: list[Record], records: list[Record]) -> None:
+    """Keep the committed valid and late ``records`` a later duplicate may repeat: the first
+    ``_POOL_KEPT``, then each in place of a random one."""
+    for record in records:
+        if record.kind in ("valid", "late"):
+            if len(pool) < _POOL_KEPT:
+                pool.append(record)
+            else:
+                pool[below(rng, _POOL_KEPT)] = record
 
 
 def record(key: str, payload: dict, kind: str, id_field: str) -> Record:
@@ -227,11 +248,6 @@ def uuid4_text(bits: int) -> str:
 _VARIANT = {f"{d:x}": f"{d & 0x3 | 0x8:x}" for d in range(16)}
 
 
-def _stamp(moment: datetime) -> str:
-    """``format_event_time`` of a UTC time without a zone."""
-    return moment.isoformat(timespec="milliseconds") + "Z"
-
-
 class _Order(NamedTuple):
     order_id: str
     customer_id: str
@@ -244,11 +260,29 @@ class _Orders:
 
     def __init__(self, rng: random.Random, start_time: datetime) -> None:
         self.rng = rng
-        # UTC without a zone: formatted faster (``_stamp``), added to the same.
-        self.now = start_time.astimezone(UTC).replace(tzinfo=None)
+        # The clock in microseconds since the epoch: added to and formatted faster than a
+        # datetime (``stamp``).
+        self.us = (start_time - _EPOCH) // _MICROSECOND
+        self._second = -1  # the second whose text ``_prefix`` holds
+        self._prefix = ""
         self._next_id = rng.randrange(1, 10**9)  # runs with other seeds use other order ids
         self._open: list[_Order] = []
         self._paid: list[_Order] = []
+
+    @property
+    def now(self) -> datetime:
+        """The clock (UTC)."""
+        return _EPOCH + timedelta(microseconds=self.us)
+
+    def stamp(self, us: int) -> str:
+        """``format_event_time`` of the time ``us`` microseconds after the epoch. Ten events
+        share a second of event time: its text is made once."""
+        second, micro = divmod(us, 1_000_000)
+        if second != self._second:
+            self._second = second
+            whole = _EPOCH + timedelta(seconds=second)
+            self._prefix = whole.isoformat(timespec="seconds")[:-6]  # without "+00:00"
+        return f"{self._prefix}.{micro // 1000:03d}Z"
 
     def save(self) -> tuple[list[_Order], list[_Order]]:
         return list(self._open), list(self._paid)
@@ -270,8 +304,8 @@ class _Orders:
     def next_event(self) -> tuple[_Order, str]:
         """Advance the clock and one order: created, then paid or cancelled, maybe refunded."""
         rng = self.rng
-        # rng.expovariate(1.0 / _MEAN_GAP_S), its arithmetic without the call.
-        self.now += timedelta(seconds=-log(1.0 - rng.random()) / _RATE)
+        # rng.expovariate(1.0 / _MEAN_GAP_S) seconds, its arithmetic without the call.
+        self.us += micros(-log(1.0 - rng.random()) / _RATE)
         r = rng.random()
         if r < 0.05 and self._paid:
             return self._paid.pop(below(rng, len(self._paid))), "order_refunded"
@@ -286,6 +320,22 @@ class _Orders:
                 self._paid.pop(0)
             return order, "order_paid"
         return order, "order_cancelled"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(seconds: float) -> int:
+    """``timedelta(seconds=seconds)`` in microseconds (``seconds`` >= 0), rounded as the
+    timedelta constructor rounds: whole seconds, whole microseconds of the fraction, then
+    what is left to the nearest microsecond, a half to the even total."""
+    fraction, whole = modf(seconds)
+    left, part = modf(fraction * 1e6)
+    total = int(whole) * 1_000_000 + int(part)
+    if left == 0.5:
+        return total + (total & 1)
+    return total + (left > 0.5)
 
 
 def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -> dict:
@@ -314,7 +364,7 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
     if kind == "malformed":
         return _malformed(rng, orders)
     order, event_type = orders.next_event()
-    at = orders.now - mix.late_by if kind == "late" else orders.now
+    at = orders.us - mix.late_by // _MICROSECOND if kind == "late" else orders.us
     event_id = uuid4_text(rng.getrandbits(128))
     value = _VALID % (
         event_id,
@@ -323,7 +373,7 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
         order.customer_id,
         order.amount,
         order.currency,
-        _stamp(at),
+        orders.stamp(at),
     )
     return Record(order.order_id, value.encode(), kind, event_id, event_type)
 
@@ -332,7 +382,7 @@ def _malformed(rng: random.Random, orders: _Orders) -> Record:
     """A record with exactly one defect, of a code drawn from every contract code."""
     code = rng.choice(CODES)
     order = orders.new_order()  # outside the lifecycle: a broken event changes no order
-    payload = _payload(rng, order, rng.choice(EVENT_TYPES), orders.now.replace(tzinfo=UTC))
+    payload = _payload(rng, order, rng.choice(EVENT_TYPES), orders.now)
     good = encode(payload)
     value: bytes | None
     if code == Malformed.NULL_VALUE:

@@ -59,6 +59,7 @@ class ManifestWriter:
         self.path = path
         self.summary = summary
         self._out = path.open("w")
+        self._tails: dict[tuple[str | None, str, str | None], str] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -76,17 +77,16 @@ class ManifestWriter:
         status = "aborted" if plan.abort else "committed"
         by_kind = summary.counts.setdefault(status, {})
         # Each line is the text json.dumps writes for a dict of these fields in this order,
-        # formatted directly: no dict and no encoder pass per record.
+        # formatted directly: no dict and no encoder pass per record. The fields after the event
+        # id take a few values in a stream: their text is made once per run.
         head = f'{{"status": "{status}", "topic": {_text(summary.topic)}, "partition": '
         txn = f', "transactional_id": {_text(transactional_id)}, "txn": {plan.index}, "key": '
-        text = encode_basestring_ascii
+        text, tails = encode_basestring_ascii, self._tails
         lines = [
             f'{head}{partition}, "offset": {offset}{txn}{text(key)}, "value_b64": '
             f"{'null' if value is None else _quoted_b64(value)}, "
             f'"event_id": {"null" if event_id is None else text(event_id)}, '
-            f'"event_type": {"null" if event_type is None else text(event_type)}, '
-            f'"kind": {text(kind)}, '
-            f'"malformed": {"null" if malformed is None else text(str(malformed))}}}\n'
+            f"{tails.get((event_type, kind, malformed)) or self._tail(event_type, kind, malformed)}"
             for (key, value, kind, event_id, event_type, malformed), (partition, offset) in zip(
                 plan.records, offsets, strict=True
             )
@@ -106,6 +106,15 @@ class ManifestWriter:
         summary.records = summary.committed + summary.aborted
         # On disk before the next transaction begins: a producer killed later keeps its record.
         self._out.flush()
+
+    def _tail(self, event_type: str | None, kind: str, malformed: str | None) -> str:
+        """The end of a line from ``event_type`` on, kept for the next line that has it."""
+        tail = (
+            f'"event_type": {_text(event_type)}, "kind": {_text(kind)}, '
+            f'"malformed": {_text(None if malformed is None else str(malformed))}}}\n'
+        )
+        self._tails[event_type, kind, malformed] = tail
+        return tail
 
     def finish(self, seconds: float) -> ProduceSummary:
         """Close the manifest and write the summary next to it; return the summary."""
