@@ -16,6 +16,7 @@ from eos_assets.bench import compare, kstreams, live, structured
 from eos_assets.bench.lake import RunTimes
 from eos_assets.bench.live import LatencyRun
 from eos_assets.bench.report import Measurement, at_least
+from eos_assets.bench.stream import BULK_LINGER_MS, BULK_TRANSACTION
 from eos_assets.bench.structured import StreamRun
 from eos_assets.lib.kafka import kafka_tools
 
@@ -161,7 +162,8 @@ def producer_perf_line(
         f">= {PRODUCER_TARGET}", at_least(ratio, PRODUCER_TARGET),
         detail=f"{best_ours:,.0f} vs {best_theirs:,.0f} records/s, best of {len(ours)} "
         f"alternated rounds of {records:,} records each (ours/theirs: {each}); ours: "
-        f"{processes} processes, the bench's event mix, a manifest line per record, from the "
+        f"{processes} processes, the bench's event mix, a manifest line per record, "
+        f"transactions of {BULK_TRANSACTION:,} records, linger.ms={BULK_LINGER_MS}, from the "
         "first process's start of producing to the last one's end; perf test: 250-byte "
         "records, idempotent, acks=all, linger.ms=5, transactions of 100 ms",
         data={"ours": ours, "theirs": theirs,
