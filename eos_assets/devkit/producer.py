@@ -8,6 +8,7 @@ outcome and offset.
 import contextlib
 import gc
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -174,17 +175,35 @@ def produce(
         return manifest.finish(time.monotonic() - pacer.began)
 
 
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Run the garbage collector's youngest pass every 50,000 allocations instead of 700:
-    each record allocates several objects the collector tracks (its tuple, its order's),
-    none of them in a cycle, and passes that find nothing to free still cost CPU."""
-    first, *rest = gc.get_threshold()
-    gc.set_threshold(max(first, _COLLECT_EVERY), *rest)
-    try:
-        yield
-    finally:
-        gc.set_threshold(first, *rest)
+class _FewerCollections:
+    """Runs the garbage collector's youngest pass every 50,000 allocations instead of 700
+    while producing: each record allocates several objects the collector tracks (its tuple,
+    its order's), none of them in a cycle, and passes that find nothing to free still cost
+    CPU. Producers in several threads share one setting: the last one to end restores it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.producing = 0
+        self.before = gc.get_threshold()
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.producing == 0:
+                self.before = gc.get_threshold()
+                first, *rest = self.before
+                gc.set_threshold(max(first, _COLLECT_EVERY), *rest)
+            self.producing += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.producing -= 1
+                if self.producing == 0:
+                    gc.set_threshold(*self.before)
+
+
+_fewer_collections = _FewerCollections()
 
 
 class _Lookahead:
