@@ -152,7 +152,7 @@ def _draw(
     One loop with its names bound locally: it runs once per record sent, and a call per
     record, or an attribute looked up per record, is a large part of the producer's time.
     """
-    draw, choice = rng.random, rng.choice
+    draw, choice, _new = rng.random, rng.choice, tuple.__new__
     malformed, duplicate = mix.malformed_ratio, mix.duplicate_ratio
     late_below = duplicate + mix.late_ratio
     records: list[Record] = []
@@ -164,7 +164,8 @@ def _draw(
             continue
         r -= malformed
         if r < duplicate and pool:
-            add(choice(pool)._replace(kind="duplicate"))
+            key, value, _, event_id, event_type, bad = choice(pool)
+            add(_new(Record, (key, value, "duplicate", event_id, event_type, bad)))
         else:
             late = duplicate <= r < late_below
             add(next_record(rng, state, "late" if late else "valid", mix))
@@ -173,13 +174,18 @@ def _draw(
 
 def _keep(rng: random.Random, pool: list[Record], records: list[Record]) -> None:
     """Keep the committed valid and late ``records`` a later duplicate may repeat: the first
-    ``_POOL_KEPT``, then each in place of a random one."""
+    ``_POOL_KEPT``, then each in place of a random one (``below(rng, _POOL_KEPT)``, drawn here
+    with the same bits)."""
+    bits, size = rng.getrandbits, _POOL_KEPT.bit_length()
     for record in records:
-        if record.kind in ("valid", "late"):
+        if record[2] in ("valid", "late"):  # its kind
             if len(pool) < _POOL_KEPT:
                 pool.append(record)
-            else:
-                pool[below(rng, _POOL_KEPT)] = record
+                continue
+            r = bits(size)
+            while r >= _POOL_KEPT:
+                r = bits(size)
+            pool[r] = record
 
 
 def record(key: str, payload: dict, kind: str, id_field: str) -> Record:
@@ -241,7 +247,7 @@ def uuid4_text(bits: int) -> str:
     """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly: the
     version nibble (hex digit 12) becomes 4, the variant bits (the top two of hex digit 16)
     become 10."""
-    h = f"{bits:032x}"
+    h = "%032x" % bits
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
@@ -282,7 +288,7 @@ class _Orders:
             self._second = second
             whole = _EPOCH + timedelta(seconds=second)
             self._prefix = whole.isoformat(timespec="seconds")[:-6]  # without "+00:00"
-        return f"{self._prefix}.{micro // 1000:03d}Z"
+        return f"{self._prefix}.{_MILLIS[micro // 1000]}Z"
 
     def save(self) -> tuple[list[_Order], list[_Order]]:
         return list(self._open), list(self._paid)
@@ -323,6 +329,7 @@ class _Orders:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLIS = tuple(f"{ms:03d}" for ms in range(1000))  # a stamp's milliseconds, as text
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -375,7 +382,11 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
         order.currency,
         orders.stamp(at),
     )
-    return Record(order.order_id, value.encode(), kind, event_id, event_type)
+    # tuple.__new__: the named tuple's own __new__ is a Python frame per record.
+    return _NEW(Record, (order.order_id, value.encode(), kind, event_id, event_type, None))
+
+
+_NEW = tuple.__new__
 
 
 def _malformed(rng: random.Random, orders: _Orders) -> Record:

@@ -81,10 +81,10 @@ class ManifestWriter:
         # id take a few values in a stream: their text is made once per run.
         head = f'{{"status": "{status}", "topic": {_text(summary.topic)}, "partition": '
         txn = f', "transactional_id": {_text(transactional_id)}, "txn": {plan.index}, "key": '
-        text, tails = encode_basestring_ascii, self._tails
+        text, tails, b64, quoted = encode_basestring_ascii, self._tails, b2a_base64, _QUOTED
         lines = [
             f'{head}{partition}, "offset": {offset}{txn}{text(key)}, "value_b64": '
-            f"{'null' if value is None else _quoted_b64(value)}, "
+            f"{'null' if value is None else quoted(b64(value, newline=False).decode())}, "
             f'"event_id": {"null" if event_id is None else text(event_id)}, '
             f"{tails.get((event_type, kind, malformed)) or self._tail(event_type, kind, malformed)}"
             for (key, value, kind, event_id, event_type, malformed), (partition, offset) in zip(
@@ -131,13 +131,12 @@ def _tally(counts: dict[Any, int], items: Iterable[Any]) -> None:
         counts[item] = counts.get(item, 0) + n
 
 
+_QUOTED = '"{}"'.format  # a JSON string of text that needs no escapes (base64)
+
+
 def _text(value: str | None) -> str:
     """``value`` as JSON (``json.dumps`` of a str or None)."""
     return "null" if value is None else encode_basestring_ascii(value)
-
-
-def _quoted_b64(value: bytes) -> str:
-    return f'"{b2a_base64(value, newline=False).decode()}"'
 
 
 def summary_path(manifest_path: Path) -> Path:

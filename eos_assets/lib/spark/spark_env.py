@@ -33,6 +33,11 @@ DELTA_TABLE_DEFAULTS = {
 _LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?")
 PARALLELISM = "spark.default.parallelism"
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+# A task result above 1 MiB goes to the driver through the block manager, unless this says
+# otherwise. In local mode the executor is the driver: a full bench's 5M-event graph stage failed
+# twice in ``toArrow`` with "TaskResultLost (result lost from block manager)", and passing the
+# result directly (up to Spark's RPC message limit, 128 MiB) does not store it anywhere.
+DIRECT_RESULT = "spark.task.maxDirectResultSize"
 
 
 def local_slots(master: str) -> int | None:
@@ -115,6 +120,8 @@ def spark_config(
         # 0.6-0.9 s for the 57 silver files of a window recompute on a loaded local[2], where
         # the driver lists local files in milliseconds. On S3 the job's parallel requests pay.
         config[LISTING_THRESHOLD] = "10000"
+    if local_slots(master) is not None:
+        config[DIRECT_RESULT] = "128m"
     if lake_store.is_s3(root):
         s3_jars = jars.classpath("s3")
         config["spark.driver.extraClassPath"] = s3_jars
