@@ -247,7 +247,7 @@ def uuid4_text(bits: int) -> str:
     """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly: the
     version nibble (hex digit 12) becomes 4, the variant bits (the top two of hex digit 16)
     become 10."""
-    h = "%032x" % bits
+    h = f"{bits:032x}"
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 

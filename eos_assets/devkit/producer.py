@@ -358,9 +358,10 @@ def _send(
     at, count = 0, len(records)
     while at < count:
         paced = pacer.rate > 0
-        end = at + 1 if paced else min(count, at + _POLL_EVERY)
+        start = at
+        end = start + 1 if paced else min(count, start + _POLL_EVERY)
         try:
-            for at in range(at, end):
+            for at in range(start, end):
                 record = records[at]
                 produce(topic, record[1], record[0])  # its value and key
         except BufferError:  # local queue full: let deliveries drain it, then send it again
