@@ -164,7 +164,7 @@ def producer_perf_line(
         f"alternated rounds of {records:,} records each (ours/theirs: {each}); ours: "
         f"{processes} processes, the bench's event mix, a manifest line per record, "
         f"transactions of {BULK_TRANSACTION:,} records, linger.ms={BULK_LINGER_MS}, from the "
-        "first process's start of producing to the last one's end; perf test: 250-byte "
+        "first process's first transaction to the last one's end; perf test: 250-byte "
         "records, idempotent, acks=all, linger.ms=5, transactions of 100 ms",
         data={"ours": ours, "theirs": theirs,
               "chart": [_point("produce", "eos_assets producer", best_ours),

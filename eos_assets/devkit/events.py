@@ -247,11 +247,14 @@ def uuid4_text(bits: int) -> str:
     """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly: the
     version nibble (hex digit 12) becomes 4, the variant bits (the top two of hex digit 16)
     become 10."""
-    h = f"{bits:032x}"
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+    h = (bits & _KEEP | _SET).to_bytes(16).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-_VARIANT = {f"{d:x}": f"{d & 0x3 | 0x8:x}" for d in range(16)}
+# The bits uuid4_text keeps (all but the version nibble and the top two variant bits), and
+# those it sets: version 4, variant 10.
+_KEEP = ~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)
+_SET = (0x4 << 76) | (0x8 << 60)
 
 
 class _Order(NamedTuple):
@@ -259,6 +262,9 @@ class _Order(NamedTuple):
     customer_id: str
     amount: float
     currency: str
+    # Its four fields as a valid event's value writes them (``_VALID``): an order has two or
+    # three events, and its text is made once.
+    text: str
 
 
 class _Orders:
@@ -299,13 +305,13 @@ class _Orders:
     def new_order(self) -> _Order:
         rng = self.rng
         self._next_id += 1
-        return _Order(
-            f"o-{self._next_id}",
-            f"c-{below(rng, 5000) + 1}",  # rng.randint(1, 5000)
-            round(5.0 + 495.0 * rng.random(), 2),  # rng.uniform(5.0, 500.0), its arithmetic
-            # As rng.choices(CURRENCIES, cum_weights=_CURRENCY_WEIGHTS)[0] draws it.
-            CURRENCIES[bisect(_CURRENCY_WEIGHTS, rng.random() * 10.0, 0, 3)],
-        )
+        order_id = f"o-{self._next_id}"
+        customer_id = f"c-{below(rng, 5000) + 1}"  # rng.randint(1, 5000)
+        amount = round(5.0 + 495.0 * rng.random(), 2)  # rng.uniform(5.0, 500.0), its arithmetic
+        # As rng.choices(CURRENCIES, cum_weights=_CURRENCY_WEIGHTS)[0] draws it.
+        currency = CURRENCIES[bisect(_CURRENCY_WEIGHTS, rng.random() * 10.0, 0, 3)]
+        text = _ORDER % (order_id, customer_id, amount, currency)
+        return _Order(order_id, customer_id, amount, currency, text)
 
     def next_event(self) -> tuple[_Order, str]:
         """Advance the clock and one order: created, then paid or cancelled, maybe refunded."""
@@ -361,10 +367,8 @@ def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -
 # ``encode(_payload(...))`` of a valid event, formatted directly: every field but the amount is
 # a plain ASCII string (ids, declared values, a formatted time); the amount is a float, which
 # JSON writes as its repr.
-_VALID = (
-    '{"event_id":"%s","event_type":"%s","order_id":"%s","customer_id":"%s","amount":%r,'
-    '"currency":"%s","event_time":"%s","schema_version":1}'
-)
+_VALID = '{"event_id":"%s","event_type":"%s",%s,"event_time":"%s","schema_version":1}'
+_ORDER = '"order_id":"%s","customer_id":"%s","amount":%r,"currency":"%s"'  # _Order.text
 
 
 def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Record:
@@ -373,15 +377,7 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
     order, event_type = orders.next_event()
     at = orders.us - mix.late_by // _MICROSECOND if kind == "late" else orders.us
     event_id = uuid4_text(rng.getrandbits(128))
-    value = _VALID % (
-        event_id,
-        event_type,
-        order.order_id,
-        order.customer_id,
-        order.amount,
-        order.currency,
-        orders.stamp(at),
-    )
+    value = _VALID % (event_id, event_type, order.text, orders.stamp(at))
     # tuple.__new__: the named tuple's own __new__ is a Python frame per record.
     return _NEW(Record, (order.order_id, value.encode(), kind, event_id, event_type, None))
 

@@ -160,18 +160,21 @@ def produce(
     deliveries = Deliveries(options.topic)
     with ManifestWriter(manifest_path, summary) as manifest, _no_collections():
         producer: Producer | None = None
+        sending_from = 0.0  # once the producer is ready: its connection and init not counted
         ahead = _Lookahead(plans)
         plan = ahead.advance()
         while plan is not None:
             if producer is None:
                 producer = _producer(bootstrap, summary.transactional_id, config, deliveries)
+                sending_from = sending_from or time.monotonic()
             offsets, attempts = _transaction(
                 producer, options.topic, plan, pacer, deliveries, ahead.draw
             )
             summary.transactions_sent_again += attempts - 1
             manifest.add(plan, summary.transactional_id, offsets)
             plan = ahead.advance()
-        return manifest.finish(time.monotonic() - pacer.began)
+        now = time.monotonic()
+        return manifest.finish(now - pacer.began, now - (sending_from or now))
 
 
 class _NoCollections:

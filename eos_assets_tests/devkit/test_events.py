@@ -1,10 +1,12 @@
 """The order generator's integer clock gives the times a datetime clock would: the same
-microseconds for every gap and the same text for every instant."""
+microseconds for every gap and the same text for every instant; its event ids are the text of
+version-4 UUIDs."""
 
 import random
+import uuid
 from datetime import UTC, datetime, timedelta
 
-from eos_assets.devkit.events import _Orders, format_event_time, micros
+from eos_assets.devkit.events import _Orders, format_event_time, micros, uuid4_text
 
 
 def test_a_gap_in_microseconds_is_the_one_timedelta_rounds_to() -> None:
@@ -25,3 +27,10 @@ def test_a_stamp_is_the_contracts_text_of_its_instant() -> None:
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
         assert orders.stamp(us) == format_event_time(moment)
     assert orders.now == datetime(2026, 11, 21, 23, 59, 59, 999_500, tzinfo=UTC)
+
+
+def test_an_event_id_is_the_text_of_the_version_4_uuid_of_its_bits() -> None:
+    rng = random.Random(4)
+    edges = [0, (1 << 128) - 1, 0xF << 76, 0xC << 60]
+    for bits in [rng.getrandbits(128) for _ in range(20_000)] + edges:
+        assert uuid4_text(bits) == str(uuid.UUID(int=bits, version=4)), hex(bits)
