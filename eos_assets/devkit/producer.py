@@ -166,7 +166,7 @@ def produce(
         while plan is not None:
             if producer is None:
                 producer = _producer(bootstrap, summary.transactional_id, config, deliveries)
-                sending_from = sending_from or time.monotonic()
+                sending_from = time.monotonic()
             offsets, attempts = _transaction(
                 producer, options.topic, plan, pacer, deliveries, ahead.draw
             )
@@ -358,9 +358,8 @@ def _send(
     deliveries.start(plan)
     producer.begin_transaction()
     records, produce, poll = plan.records, producer.produce, producer.poll
-    at, count = 0, len(records)
+    at, count, paced = 0, len(records), pacer.rate > 0
     while at < count:
-        paced = pacer.rate > 0
         start = at
         end = start + 1 if paced else min(count, start + _POLL_EVERY)
         try:
