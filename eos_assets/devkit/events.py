@@ -11,7 +11,7 @@ from bisect import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from math import log, modf
+from math import log
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from eos_assets.lib.contract.contract import Malformed
@@ -35,7 +35,6 @@ CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
 _CURRENCY_WEIGHTS = (5, 8, 9, 10)  # cumulative: 50/30/10/10 %
 
 _MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
-_RATE = 1.0 / _MEAN_GAP_S
 _TARGET_OPEN = 100  # orders awaiting payment; keeps lifetimes around 20 s of event time
 _PAID_KEPT = 1000  # paid orders that may still be refunded
 # The order events' types, as the orders declaration lists them (``streams/orders/defs.yaml``).
@@ -134,7 +133,7 @@ def plan_with(
         if abort:
             state.restore(saved)
         else:
-            _keep(rng, pool, records)
+            _keep(pool, records)
         sent += size
         index += 1
 
@@ -172,20 +171,14 @@ def _draw(
     return records
 
 
-def _keep(rng: random.Random, pool: list[Record], records: list[Record]) -> None:
-    """Keep the committed valid and late ``records`` a later duplicate may repeat: the first
-    ``_POOL_KEPT``, then each in place of a random one (``below(rng, _POOL_KEPT)``, drawn here
-    with the same bits)."""
-    bits, size = rng.getrandbits, _POOL_KEPT.bit_length()
-    for record in records:
-        if record[2] in ("valid", "late"):  # its kind
-            if len(pool) < _POOL_KEPT:
-                pool.append(record)
-                continue
-            r = bits(size)
-            while r >= _POOL_KEPT:
-                r = bits(size)
-            pool[r] = record
+def _keep(pool: list[Record], records: list[Record]) -> None:
+    """Keep the latest ``_POOL_KEPT`` committed valid and late records, those a later
+    duplicate may repeat: ``records`` is a committed transaction's."""
+    pool.extend([record for record in records if record[2] in _REPEATABLE])  # by its kind
+    del pool[:-_POOL_KEPT]
+
+
+_REPEATABLE = frozenset(("valid", "late"))
 
 
 def record(key: str, payload: dict, kind: str, id_field: str) -> Record:
@@ -233,16 +226,6 @@ def format_event_time(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-def below(rng: random.Random, n: int) -> int:
-    """``rng.randrange(n)`` (n > 0) as ``random.Random`` draws it, without its argument checks:
-    the same number from the same state."""
-    k = n.bit_length()
-    r = rng.getrandbits(k)
-    while r >= n:
-        r = rng.getrandbits(k)
-    return r
-
-
 def uuid4_text(bits: int) -> str:
     """``str(uuid.UUID(int=bits, version=4))`` of 128 random ``bits``, built directly: the
     version nibble (hex digit 12) becomes 4, the variant bits (the top two of hex digit 16)
@@ -262,8 +245,8 @@ class _Order(NamedTuple):
     customer_id: str
     amount: float
     currency: str
-    # Its four fields as a valid event's value writes them (``_VALID``): an order has two or
-    # three events, and its text is made once.
+    # Its four fields as a valid event's value writes them (``_next_record``): an order has
+    # two or three events, and its text is made once.
     text: str
 
 
@@ -275,11 +258,11 @@ class _Orders:
         # The clock in microseconds since the epoch: added to and formatted faster than a
         # datetime (``stamp``).
         self.us = (start_time - _EPOCH) // _MICROSECOND
-        self._second = -1  # the second whose text ``_prefix`` holds
-        self._prefix = ""
-        self._next_id = rng.randrange(1, 10**9)  # runs with other seeds use other order ids
-        self._open: list[_Order] = []
-        self._paid: list[_Order] = []
+        self.second = -1  # the second whose text ``prefix`` holds
+        self.prefix = ""
+        self.last_id = rng.randrange(1, 10**9)  # runs with other seeds use other order ids
+        self.open: list[_Order] = []
+        self.paid: list[_Order] = []
 
     @property
     def now(self) -> datetime:
@@ -287,68 +270,46 @@ class _Orders:
         return _EPOCH + timedelta(microseconds=self.us)
 
     def stamp(self, us: int) -> str:
-        """``format_event_time`` of the time ``us`` microseconds after the epoch. Ten events
-        share a second of event time: its text is made once."""
+        """``format_event_time`` of the time ``us`` microseconds after the epoch."""
         second, micro = divmod(us, 1_000_000)
-        if second != self._second:
-            self._second = second
+        return f"{self.second_text(second)}.{_MILLIS[micro // 1000]}Z"
+
+    def second_text(self, second: int) -> str:
+        """The text of the time ``second`` seconds after the epoch, without a zone. Ten events
+        share a second of event time: its text is made once."""
+        if second != self.second:
+            self.second = second
             whole = _EPOCH + timedelta(seconds=second)
-            self._prefix = whole.isoformat(timespec="seconds")[:-6]  # without "+00:00"
-        return f"{self._prefix}.{_MILLIS[micro // 1000]}Z"
+            self.prefix = whole.isoformat(timespec="seconds")[:-6]  # without "+00:00"
+        return self.prefix
 
     def save(self) -> tuple[list[_Order], list[_Order]]:
-        return list(self._open), list(self._paid)
+        return list(self.open), list(self.paid)
 
     def restore(self, saved: tuple[list[_Order], list[_Order]]) -> None:
-        self._open, self._paid = list(saved[0]), list(saved[1])
+        self.open, self.paid = list(saved[0]), list(saved[1])
 
     def new_order(self) -> _Order:
-        rng = self.rng
-        self._next_id += 1
-        order_id = f"o-{self._next_id}"
-        customer_id = f"c-{below(rng, 5000) + 1}"  # rng.randint(1, 5000)
-        amount = round(5.0 + 495.0 * rng.random(), 2)  # rng.uniform(5.0, 500.0), its arithmetic
-        # As rng.choices(CURRENCIES, cum_weights=_CURRENCY_WEIGHTS)[0] draws it.
-        currency = CURRENCIES[bisect(_CURRENCY_WEIGHTS, rng.random() * 10.0, 0, 3)]
-        text = _ORDER % (order_id, customer_id, amount, currency)
-        return _Order(order_id, customer_id, amount, currency, text)
-
-    def next_event(self) -> tuple[_Order, str]:
-        """Advance the clock and one order: created, then paid or cancelled, maybe refunded."""
-        rng = self.rng
-        # rng.expovariate(1.0 / _MEAN_GAP_S) seconds, its arithmetic without the call.
-        self.us += micros(-log(1.0 - rng.random()) / _RATE)
-        r = rng.random()
-        if r < 0.05 and self._paid:
-            return self._paid.pop(below(rng, len(self._paid))), "order_refunded"
-        if not self._open or r < (0.6 if len(self._open) < _TARGET_OPEN else 0.4):
-            order = self.new_order()
-            self._open.append(order)
-            return order, "order_created"
-        order = self._open.pop(below(rng, len(self._open)))
-        if rng.random() < 0.85:
-            self._paid.append(order)
-            if len(self._paid) > _PAID_KEPT:
-                self._paid.pop(0)
-            return order, "order_paid"
-        return order, "order_cancelled"
+        """An order of a customer among 5,000, an amount of whole cents from 5 to 500, a
+        currency of ``CURRENCIES`` by ``_CURRENCY_WEIGHTS``."""
+        draw = self.rng.random
+        self.last_id += 1
+        order_id = f"o-{self.last_id}"
+        customer_id = f"c-{int(draw() * 5000) + 1}"
+        amount = (500 + int(draw() * 49_501)) / 100
+        currency = CURRENCIES[bisect(_CURRENCY_WEIGHTS, draw() * 10.0, 0, 3)]
+        # Its fields as a valid event's value writes them: the amount as JSON writes a float.
+        text = (
+            f'"order_id":"{order_id}","customer_id":"{customer_id}",'
+            f'"amount":{amount!r},"currency":"{currency}"'
+        )
+        return _NEW(_Order, (order_id, customer_id, amount, currency, text))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLIS = tuple(f"{ms:03d}" for ms in range(1000))  # a stamp's milliseconds, as text
 _MICROSECOND = timedelta(microseconds=1)
-
-
-def micros(seconds: float) -> int:
-    """``timedelta(seconds=seconds)`` in microseconds (``seconds`` >= 0), rounded as the
-    timedelta constructor rounds: whole seconds, whole microseconds of the fraction, then
-    what is left to the nearest microsecond, a half to the even total."""
-    fraction, whole = modf(seconds)
-    left, part = modf(fraction * 1e6)
-    total = int(whole) * 1_000_000 + int(part)
-    if left == 0.5:
-        return total + (total & 1)
-    return total + (left > 0.5)
+_MEAN_GAP_US = _MEAN_GAP_S * 1e6
 
 
 def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -> dict:
@@ -364,20 +325,47 @@ def _payload(rng: random.Random, order: _Order, event_type: str, at: datetime) -
     }
 
 
-# ``encode(_payload(...))`` of a valid event, formatted directly: every field but the amount is
-# a plain ASCII string (ids, declared values, a formatted time); the amount is a float, which
-# JSON writes as its repr.
-_VALID = '{"event_id":"%s","event_type":"%s",%s,"event_time":"%s","schema_version":1}'
-_ORDER = '"order_id":"%s","customer_id":"%s","amount":%r,"currency":"%s"'  # _Order.text
-
-
 def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Record:
+    """The next event of the lifecycle: the clock advances an exponential gap (mean
+    ``_MEAN_GAP_S``, whole microseconds), then an order is created, paid or cancelled, or a
+    paid one refunded.
+
+    One function, not a call per step: it runs once per record sent, and each Python call is
+    a noticeable part of the producer's time.
+    """
     if kind == "malformed":
         return _malformed(rng, orders)
-    order, event_type = orders.next_event()
-    at = orders.us - mix.late_by // _MICROSECOND if kind == "late" else orders.us
-    event_id = uuid4_text(rng.getrandbits(128))
-    value = _VALID % (event_id, event_type, order.text, orders.stamp(at))
+    draw = rng.random
+    us = orders.us = orders.us + int(-log(1.0 - draw()) * _MEAN_GAP_US)
+    r = draw()
+    waiting, paid = orders.open, orders.paid
+    if r < 0.05 and paid:
+        order, event_type = paid.pop(int(draw() * len(paid))), "order_refunded"
+    elif not waiting or r < (0.6 if len(waiting) < _TARGET_OPEN else 0.4):
+        order, event_type = orders.new_order(), "order_created"
+        waiting.append(order)
+    else:
+        order = waiting.pop(int(draw() * len(waiting)))
+        if draw() < 0.85:
+            event_type = "order_paid"
+            paid.append(order)
+            if len(paid) > _PAID_KEPT:
+                del paid[0]
+        else:
+            event_type = "order_cancelled"
+    if kind == "late":
+        us -= mix.late_by // _MICROSECOND
+    second, micro = divmod(us, 1_000_000)
+    prefix = orders.prefix if second == orders.second else orders.second_text(second)
+    h = (rng.getrandbits(128) & _KEEP | _SET).to_bytes(16).hex()
+    event_id = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"  # uuid4_text, inline
+    # What ``encode(_payload(...))`` writes, formatted directly: every field but the amount is
+    # a plain ASCII string (ids, declared values, a formatted time), the amount a float that
+    # JSON writes as its repr (``_Order.text``).
+    value = (
+        f'{{"event_id":"{event_id}","event_type":"{event_type}",{order.text},'
+        f'"event_time":"{prefix}.{_MILLIS[micro // 1000]}Z","schema_version":1}}'
+    )
     # tuple.__new__: the named tuple's own __new__ is a Python frame per record.
     return _NEW(Record, (order.order_id, value.encode(), kind, event_id, event_type, None))
 

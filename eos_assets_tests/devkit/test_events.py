@@ -1,22 +1,20 @@
-"""The order generator's integer clock gives the times a datetime clock would: the same
-microseconds for every gap and the same text for every instant; its event ids are the text of
-version-4 UUIDs."""
+"""The order generator's integer clock gives the text a datetime clock would for every instant;
+its event ids are the text of version-4 UUIDs, and a valid record's value is the JSON of the
+fields the manifest names it by."""
 
+import json
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from eos_assets.devkit.events import _Orders, format_event_time, micros, uuid4_text
-
-
-def test_a_gap_in_microseconds_is_the_one_timedelta_rounds_to() -> None:
-    rng = random.Random(3)
-    gaps = [rng.expovariate(10.0) for _ in range(20_000)]
-    gaps += [rng.uniform(0, 5e4) for _ in range(2000)]
-    # Half a microsecond left over (exactly, but for the last two): timedelta rounds to even.
-    halves = [5e-7, 1.5e-6, 2.5e-6, 3.5e-6, 0.2500005, 2.0000025, 7.0000035]
-    for seconds in gaps + halves + [0.0, 1.0, 86_399.999_999_5]:
-        assert micros(seconds) == timedelta(seconds=seconds) // timedelta(microseconds=1), seconds
+from eos_assets.devkit.events import (
+    CURRENCIES,
+    Mix,
+    _Orders,
+    format_event_time,
+    plan_transactions,
+    uuid4_text,
+)
 
 
 def test_a_stamp_is_the_contracts_text_of_its_instant() -> None:
@@ -34,3 +32,25 @@ def test_an_event_id_is_the_text_of_the_version_4_uuid_of_its_bits() -> None:
     edges = [0, (1 << 128) - 1, 0xF << 76, 0xC << 60]
     for bits in [rng.getrandbits(128) for _ in range(20_000)] + edges:
         assert uuid4_text(bits) == str(uuid.UUID(int=bits, version=4)), hex(bits)
+
+
+def test_a_valid_records_value_is_the_json_of_its_order_and_event() -> None:
+    start = datetime(2026, 11, 21, 23, 59, 58, tzinfo=UTC)
+    mix = Mix(duplicate_ratio=0.05, late_ratio=0.05, late_by=timedelta(minutes=30))
+    records = [r for plan in plan_transactions(5, start, 20_000, 1000, mix) for r in plan.records]
+    times = []
+    for record in records:
+        payload = json.loads(record.value or b"")
+        assert payload["event_id"] == record.event_id == str(uuid.UUID(record.event_id))
+        assert uuid.UUID(record.event_id).version == 4
+        assert (payload["event_type"], payload["order_id"]) == (record.event_type, record.key)
+        assert payload["customer_id"].startswith("c-") and payload["currency"] in CURRENCIES
+        assert (
+            5.0 <= payload["amount"] <= 500.0 and round(payload["amount"], 2) == payload["amount"]
+        )
+        moment = datetime.fromisoformat(payload["event_time"])
+        assert format_event_time(moment) == payload["event_time"]
+        times.append(moment + (mix.late_by if record.kind == "late" else timedelta()))
+    assert {r.kind for r in records} == {"valid", "duplicate", "late"}
+    valid_times = [t for t, r in zip(times, records, strict=True) if r.kind != "duplicate"]
+    assert valid_times == sorted(valid_times) and valid_times[0] >= start
