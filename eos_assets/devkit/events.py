@@ -7,7 +7,6 @@ start time and mix give the same records byte for byte.
 
 import json
 import random
-from bisect import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,7 +31,8 @@ CODES: tuple[str, ...] = (
     INVALID_AMOUNT,
 )
 CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
-_CURRENCY_WEIGHTS = (5, 8, 9, 10)  # cumulative: 50/30/10/10 %
+# A currency per tenth of the draws: 50/30/10/10 %.
+_CURRENCY_OF_TENTH = (*["EUR"] * 5, *["USD"] * 3, "GBP", "CHF")
 
 _MEAN_GAP_S = 0.1  # event time advances ~10 events per second of event time
 _TARGET_OPEN = 100  # orders awaiting payment; keeps lifetimes around 20 s of event time
@@ -258,7 +258,7 @@ class _Orders:
         # The clock in microseconds since the epoch: added to and formatted faster than a
         # datetime (``stamp``).
         self.us = (start_time - _EPOCH) // _MICROSECOND
-        self.second = -1  # the second whose text ``prefix`` holds
+        self.minute = -1  # the minute whose text ``prefix`` holds
         self.prefix = ""
         self.last_id = rng.randrange(1, 10**9)  # runs with other seeds use other order ids
         self.open: list[_Order] = []
@@ -271,16 +271,18 @@ class _Orders:
 
     def stamp(self, us: int) -> str:
         """``format_event_time`` of the time ``us`` microseconds after the epoch."""
-        second, micro = divmod(us, 1_000_000)
-        return f"{self.second_text(second)}.{_MILLIS[micro // 1000]}Z"
+        seconds, micro = divmod(us, 1_000_000)
+        minute, second = divmod(seconds, 60)
+        return f"{self.minute_text(minute)}{_SIXTY[second]}.{_MILLIS[micro // 1000]}Z"
 
-    def second_text(self, second: int) -> str:
-        """The text of the time ``second`` seconds after the epoch, without a zone. Ten events
-        share a second of event time: its text is made once."""
-        if second != self.second:
-            self.second = second
-            whole = _EPOCH + timedelta(seconds=second)
-            self.prefix = whole.isoformat(timespec="seconds")[:-6]  # without "+00:00"
+    def minute_text(self, minute: int) -> str:
+        """The text of the time ``minute`` minutes after the epoch up to its seconds
+        (2026-11-21T10:00:). About 600 events share a minute of event time: its text is made
+        once."""
+        if minute != self.minute:
+            self.minute = minute
+            whole = _EPOCH + timedelta(minutes=minute)
+            self.prefix = whole.isoformat(timespec="seconds")[:-8]  # without "00+00:00"
         return self.prefix
 
     def save(self) -> tuple[list[_Order], list[_Order]]:
@@ -291,23 +293,31 @@ class _Orders:
 
     def new_order(self) -> _Order:
         """An order of a customer among 5,000, an amount of whole cents from 5 to 500, a
-        currency of ``CURRENCIES`` by ``_CURRENCY_WEIGHTS``."""
+        currency of ``CURRENCIES`` (``_CURRENCY_OF_TENTH``). The texts of customers, cents and
+        currencies are made once, in tables."""
         draw = self.rng.random
         self.last_id += 1
         order_id = f"o-{self.last_id}"
-        customer_id = f"c-{int(draw() * 5000) + 1}"
-        amount = (500 + int(draw() * 49_501)) / 100
-        currency = CURRENCIES[bisect(_CURRENCY_WEIGHTS, draw() * 10.0, 0, 3)]
-        # Its fields as a valid event's value writes them: the amount as JSON writes a float.
+        customer_id = _CUSTOMERS[int(draw() * 5000)]
+        total = 500 + int(draw() * 49_501)  # in cents
+        whole, cents = divmod(total, 100)
+        currency = _CURRENCY_OF_TENTH[int(draw() * 10.0)]
+        # Its fields as a valid event's value writes them; the amount as JSON writes a float,
+        # its repr: the shortest decimal that reads back as the same double.
         text = (
             f'"order_id":"{order_id}","customer_id":"{customer_id}",'
-            f'"amount":{amount!r},"currency":"{currency}"'
+            f'"amount":{whole}{_CENTS[cents]},"currency":"{currency}"'
         )
+        amount = total / 100
         return _NEW(_Order, (order_id, customer_id, amount, currency, text))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLIS = tuple(f"{ms:03d}" for ms in range(1000))  # a stamp's milliseconds, as text
+_SIXTY = tuple(f"{s:02d}" for s in range(60))  # a stamp's seconds, as text
+_CUSTOMERS = tuple(f"c-{n}" for n in range(1, 5001))
+# The decimals of a whole number of cents as a float's repr writes them: .0, .05, .1, .25.
+_CENTS = tuple("." + (f"{c:02d}".rstrip("0") or "0") for c in range(100))
 _MICROSECOND = timedelta(microseconds=1)
 _MEAN_GAP_US = _MEAN_GAP_S * 1e6
 
@@ -355,8 +365,9 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
             event_type = "order_cancelled"
     if kind == "late":
         us -= mix.late_by // _MICROSECOND
-    second, micro = divmod(us, 1_000_000)
-    prefix = orders.prefix if second == orders.second else orders.second_text(second)
+    seconds, micro = divmod(us, 1_000_000)
+    minute, second = divmod(seconds, 60)
+    prefix = orders.prefix if minute == orders.minute else orders.minute_text(minute)
     h = (rng.getrandbits(128) & _KEEP | _SET).to_bytes(16).hex()
     event_id = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"  # uuid4_text, inline
     # What ``encode(_payload(...))`` writes, formatted directly: every field but the amount is
@@ -364,7 +375,7 @@ def _next_record(rng: random.Random, orders: _Orders, kind: str, mix: Mix) -> Re
     # JSON writes as its repr (``_Order.text``).
     value = (
         f'{{"event_id":"{event_id}","event_type":"{event_type}",{order.text},'
-        f'"event_time":"{prefix}.{_MILLIS[micro // 1000]}Z","schema_version":1}}'
+        f'"event_time":"{prefix}{_SIXTY[second]}.{_MILLIS[micro // 1000]}Z","schema_version":1}}'
     )
     # tuple.__new__: the named tuple's own __new__ is a Python frame per record.
     return _NEW(Record, (order.order_id, value.encode(), kind, event_id, event_type, None))

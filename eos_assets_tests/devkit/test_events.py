@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from eos_assets.devkit.events import (
+    _CENTS,
     CURRENCIES,
     Mix,
     _Orders,
@@ -54,3 +55,9 @@ def test_a_valid_records_value_is_the_json_of_its_order_and_event() -> None:
     assert {r.kind for r in records} == {"valid", "duplicate", "late"}
     valid_times = [t for t, r in zip(times, records, strict=True) if r.kind != "duplicate"]
     assert valid_times == sorted(valid_times) and valid_times[0] >= start
+
+
+def test_an_amounts_text_is_the_repr_of_its_float() -> None:
+    for total in range(500, 50_001):  # every amount an order can have, in cents
+        whole, cents = divmod(total, 100)
+        assert f"{whole}{_CENTS[cents]}" == repr(total / 100), total
