@@ -29,7 +29,7 @@ from eos_assets.defs.continuous_worker import KpiWorker
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib import faults
-from eos_assets.lib.ingest.ingest import IngestOptions
+from eos_assets.lib.ingest.ingest import SMALL_READ, IngestOptions
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
@@ -91,6 +91,7 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             group_id=kafka.consumer_group,
             start=stream.start,
             asset=stream.raw_events.to_user_string(),
+            read_here_below=SMALL_READ,
         )
         batches = Batches(
             context, stream, spark_session(pyspark), kafka, lake, warehouse, options,

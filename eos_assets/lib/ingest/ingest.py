@@ -14,6 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,10 @@ class IngestOptions:
             over (``eos.skipped``) and pins its position; a partition read before continues
             from its position whatever this says.
         asset: the bronze asset as the user knows it (its key), for the one-line errors.
+        read_here_below: a read of fewer offsets than this (its ranges together) runs in this
+            process, a thread per range, instead of in Spark tasks: the same reader writes the
+            same files. A continuous stream's small batches read so; a Spark job's round trips
+            cost them more than the read (0: always in Spark tasks).
     """
 
     max_records: int | None = None
@@ -86,6 +91,7 @@ class IngestOptions:
     accept_data_loss: bool = False
     start: str = EARLIEST
     asset: str = "the bronze asset"
+    read_here_below: int = 0
 
 
 @dataclass
@@ -276,7 +282,8 @@ def _read(
     table_uri: str,
     options: IngestOptions,
 ) -> list[WrittenFile]:
-    """Read every range in Spark tasks, one piece per task; return the files they wrote."""
+    """Read every range in Spark tasks, one piece per task (or here, below
+    ``options.read_here_below`` offsets); return the files they wrote."""
     read: dict[str, Any] = {
         "contract": contract,  # a frozen dataclass: it pickles into the tasks as it is
         "config": dict(config),
@@ -286,6 +293,8 @@ def _read(
         "retry_s": retry_seconds(),
         "driver_pid": os.getpid() if faults.armed(faults.MID_READ) else None,
     }
+    if sum(r.size for r in ranges) < options.read_here_below:
+        return _read_here(ranges, read)
     try:
         slots = spark_modes.task_slots(spark)
         pieces = split_for_slots(ranges, slots, options.min_split)
@@ -308,6 +317,13 @@ def _read(
         raise raised_in(text) or EosError(
             f"a Spark task of the ingest failed ({first[:200]}): see the Spark log"
         ) from None
+
+
+def _read_here(ranges: Sequence[OffsetRange], read: dict[str, Any]) -> list[WrittenFile]:
+    """Read every range in this process, a thread per range (librdkafka and Parquet's writer
+    work outside the interpreter's lock). A failure raises as it would in a task."""
+    with ThreadPoolExecutor(len(ranges), thread_name_prefix="eos-read") as pool:
+        return list(pool.map(lambda r: read_range_to_file(r, **read), ranges))
 
 
 def task_count(pieces: Sequence[OffsetRange], slots: int) -> int:

@@ -31,8 +31,13 @@ def run(spark: SparkSession, uri: str, bootstrap: str, topic: str, **kw: Any) ->
     return ingest_bronze(spark, uri, [topic], config, options, contract=ORDERS.contract)
 
 
+@pytest.mark.parametrize("read_here_below", [0, 1000], ids=["in-spark-tasks", "in-this-process"])
 def test_committed_once_aborted_never_and_rerun_adds_nothing(
-    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], table: str
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    table: str,
+    read_here_below: int,
 ) -> None:
     topic = make_topic(partitions=3)
     sent = [
@@ -40,7 +45,7 @@ def test_committed_once_aborted_never_and_rerun_adds_nothing(
         send_transaction(kafka_bootstrap, topic, batch(30, 3, first=60), commit=False),
         send_transaction(kafka_bootstrap, topic, batch(45, 3, first=90)),
     ]
-    outcome = run(spark, table, kafka_bootstrap, topic)
+    outcome = run(spark, table, kafka_bootstrap, topic, read_here_below=read_here_below)
     got = rows(table)
     assert len(got) == len(set(got)) == 105
     assert set(got) == committed_truth(sent)
