@@ -58,6 +58,7 @@ _WRITTEN = "file string"
 # local[2] server, six ranges of 1,500 records read in 0.26-0.41 s in two tasks, 0.38-0.76 s in
 # six (8 rounds each, quiet).
 SMALL_READ = 60_000
+_READ_THREADS = 8  # the most ranges a read in the run's process reads at once
 
 
 @dataclass(frozen=True)
@@ -320,9 +321,12 @@ def _read(
 
 
 def _read_here(ranges: Sequence[OffsetRange], read: dict[str, Any]) -> list[WrittenFile]:
-    """Read every range in this process, a thread per range (librdkafka and Parquet's writer
-    work outside the interpreter's lock). A failure raises as it would in a task."""
-    with ThreadPoolExecutor(len(ranges), thread_name_prefix="eos-read") as pool:
+    """Read every range in this process, a thread per range up to ``_READ_THREADS``
+    (librdkafka and Parquet's writer work outside the interpreter's lock): a stream of many
+    partitions gets no thread and consumer for each at once. A failure raises as it would in
+    a task."""
+    threads = min(len(ranges), _READ_THREADS)
+    with ThreadPoolExecutor(threads, thread_name_prefix="eos-read") as pool:
         return list(pool.map(lambda r: read_range_to_file(r, **read), ranges))
 
 
