@@ -1,5 +1,7 @@
 """Which record each delivery report of a transaction is, without a callback per record."""
 
+from typing import NoReturn
+
 from confluent_kafka import KafkaError, Message, Producer
 
 from eos_assets.devkit.events import TransactionPlan
@@ -45,6 +47,23 @@ class DeliveryFailed(BrokerError):
         )
 
 
+class ReportsUnclear(BrokerError):
+    """The reports of the open transaction cannot be told apart (``reason`` says which premise
+    failed). Nothing of the transaction is committed yet: aborted, it is sent again, and the
+    next attempt's records are partitioned and reported anew.
+
+    Attributes:
+        reason: the premise that failed, with the key, partition or offset that broke it.
+    """
+
+    def __init__(self, topic: str, index: int, reason: str) -> None:
+        super().__init__(
+            f"cannot tell which record each delivery report of transaction {index} of {topic} "
+            f"is ({reason}): the transaction is aborted and sent again"
+        )
+        self.reason = reason
+
+
 class Deliveries:
     """The delivery reports of the open transaction's records, and each record's offset.
 
@@ -77,10 +96,14 @@ class Deliveries:
 
         Raises:
             DeliveryFailed: a record was not delivered.
-            BrokerError: the reports cannot be told apart.
+            ReportsUnclear: the reports cannot be told apart.
         """
         # Flushed before an abort too, so aborted records get offsets the tests can look for.
         failed = producer.flush(timeout_s) or self.failures
+        if not failed and len(self.reports) > len(self.plan.records):
+            raise ReportsUnclear(
+                self.topic, self.plan.index, "more delivery reports than records sent"
+            )
         if failed or len(self.reports) != len(self.plan.records):
             reason = self.failures[0].str() if self.failures else "a delivery report missing"
             raise DeliveryFailed(
@@ -88,24 +111,25 @@ class Deliveries:
                 "check the broker and the topic; finished transactions are in the manifest",
                 list(self.failures),
             )
-        offsets = self.offsets()
-        if offsets is None:
-            raise BrokerError(
-                f"cannot tell which record each delivery report of transaction "
-                f"{self.plan.index} is: records of one key went to several partitions of "
-                f"{self.topic} (partitions added meanwhile?): produce to a topic whose "
-                "partitions do not change"
-            )
-        return offsets
+        return self.offsets()
 
-    def offsets(self) -> list[tuple[int, int]] | None:
-        """(partition, offset) of each record of the plan; None when a premise fails."""
+    def offsets(self) -> list[tuple[int, int]]:
+        """(partition, offset) of each record of the plan.
+
+        Raises:
+            ReportsUnclear: a premise fails; its reason names it.
+        """
         queues: dict[int, list[Message]] = {}
         where: dict[bytes | None, int] = {}
         for msg in self.reports:
             partition = msg.partition()
-            if partition is None or where.setdefault(msg.key(), partition) != partition:
-                return None
+            if partition is None or partition < 0:
+                self._unclear(f"a report of key {msg.key()!r} names no partition")
+            if where.setdefault(msg.key(), partition) != partition:
+                self._unclear(
+                    f"key {msg.key()!r} reported from partitions {where[msg.key()]} and "
+                    f"{partition}: were partitions added?"
+                )
             queues.setdefault(partition, []).append(msg)
         taken = dict.fromkeys(queues, 0)
         last = dict.fromkeys(queues, -1)
@@ -114,13 +138,28 @@ class Deliveries:
             key = record.key.encode()
             partition = where.get(key)
             if partition is None:
-                return None
-            msg = queues[partition][taken[partition]]
+                self._unclear(f"no report of key {key!r}")
+            queue = queues[partition]
+            if taken[partition] == len(queue):
+                self._unclear(f"fewer reports from partition {partition} than records sent to it")
+            msg = queue[taken[partition]]
             offset = msg.offset()
             # Keys and increasing offsets: the reports came in the order the records went.
-            if msg.key() != key or offset is None or offset <= last[partition]:
-                return None
+            if msg.key() != key:
+                self._unclear(
+                    f"report {taken[partition]} of partition {partition} is of key "
+                    f"{msg.key()!r}, the record sent in its place of key {key!r}"
+                )
+            if offset is None or offset < 0:
+                self._unclear(f"a report of partition {partition} without an offset")
+            if offset <= last[partition]:
+                self._unclear(
+                    f"offset {offset} of partition {partition} reported after {last[partition]}"
+                )
             taken[partition] += 1
             last[partition] = offset
             offsets.append((partition, offset))
         return offsets
+
+    def _unclear(self, reason: str) -> NoReturn:
+        raise ReportsUnclear(self.topic, self.plan.index, reason)

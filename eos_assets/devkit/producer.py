@@ -7,6 +7,7 @@ outcome and offset.
 
 import contextlib
 import gc
+import logging
 import random
 import threading
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos_assets.devkit import events, page_views
-from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed
+from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed, ReportsUnclear
 from eos_assets.devkit.events import Mix, TransactionPlan
 from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_manifest, summary_path
 from eos_assets.lib.errors import BrokerError, ConfigError
@@ -27,6 +28,8 @@ from eos_assets.lib.kafka.retry import error_of, retry_seconds, with_retry
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
+
+log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 60.0
 _POLL_EVERY = 1000  # records handed over between two polls for delivery reports, unpaced
@@ -263,6 +266,7 @@ def _transaction(
             if not _abortable(exc) or time.monotonic() > deadline:
                 _abort_quietly(producer)
                 raise
+            log.warning("transaction %d aborted, to be sent again: %s", plan.index, exc)
             try:
                 with_retry(lambda: producer.abort_transaction(_TIMEOUT_S))
                 # The purged records' reports are served now, not among the next attempt's.
@@ -282,6 +286,8 @@ def _abortable(exc: BrokerError) -> bool:
     """True when the failed transaction can be aborted and sent again."""
     if isinstance(exc, DeliveryFailed):
         return exc.retriable
+    if isinstance(exc, ReportsUnclear):
+        return True
     cause = exc.__cause__
     err = error_of(cause) if isinstance(cause, KafkaException) else None
     return err is not None and err.txn_requires_abort() and not err.fatal()

@@ -1,9 +1,10 @@
 """Delivery reports told apart without a callback per record: each one reaches its own record,
 and a report sequence that breaks a premise is refused rather than guessed at."""
 
+import pytest
 from confluent_kafka import KafkaError, Message
 
-from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed
+from eos_assets.devkit.deliveries import Deliveries, DeliveryFailed, ReportsUnclear
 from eos_assets.devkit.events import Record, TransactionPlan
 
 KEYS = ["o-1", "o-2", "o-1", "o-3", "o-2", "o-1"]  # o-1 and o-3 on partition 0, o-2 on 1
@@ -37,21 +38,40 @@ def test_a_key_in_two_partitions_is_refused() -> None:
     found = deliveries(["o-1", "o-1"])
     report(found, "o-1", 0, 1)
     report(found, "o-1", 1, 1)
-    assert found.offsets() is None
+    with pytest.raises(ReportsUnclear, match="from partitions 0 and 1"):
+        found.offsets()
 
 
 def test_reports_out_of_offset_order_are_refused() -> None:
     found = deliveries(["o-1", "o-1"])
     report(found, "o-1", 0, 2)  # came first, yet its offset is the later one
     report(found, "o-1", 0, 1)
-    assert found.offsets() is None
+    with pytest.raises(ReportsUnclear, match="offset 1 of partition 0 reported after 2"):
+        found.offsets()
 
 
 def test_a_report_of_another_key_in_a_records_place_is_refused() -> None:
     found = deliveries(["o-1", "o-3"])
     report(found, "o-3", 0, 1)
     report(found, "o-1", 0, 2)
-    assert found.offsets() is None
+    with pytest.raises(ReportsUnclear, match="is of key b'o-3', the record sent in its place"):
+        found.offsets()
+
+
+def test_a_report_without_an_offset_is_refused() -> None:
+    found = deliveries(["o-1"])
+    found.report(None, Message(topic="t", partition=0, key=b"o-1"))
+    with pytest.raises(ReportsUnclear, match="without an offset"):
+        found.offsets()
+
+
+def test_a_stale_report_in_a_records_place_is_refused() -> None:
+    """A report of another transaction's record counted here: one key has none."""
+    found = deliveries(["o-1", "o-3"])
+    report(found, "o-1", 0, 1)
+    report(found, "o-2", 1, 5)
+    with pytest.raises(ReportsUnclear, match="no report of key b'o-3'"):
+        found.offsets()
 
 
 def test_a_transaction_purged_with_its_abort_is_sent_again_a_refused_record_is_not() -> None:
