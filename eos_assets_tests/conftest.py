@@ -4,8 +4,10 @@
 is started for the session in a temporary folder and stopped with SIGTERM at the end.
 """
 
+import atexit
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -107,3 +109,23 @@ def read_committed(
         return read_committed_records(config, topic, starts, timeout)
 
     return read
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the process once pytest has reported everything and the exit handlers have run,
+    without the rest of the interpreter's shutdown: there, DuckDB's bindings (nanobind) list
+    every object the shutdown did not free, hundreds of lines that push pytest's summary of
+    failures out of a log's tail."""
+    if _EXIT_STATUS:
+        atexit._run_exitfuncs()  # what the shutdown would run first
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
