@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from eos_assets.devkit import producer
+from eos_assets.devkit.deliveries import Deliveries, ReportsUnclear
 from eos_assets.devkit.events import CODES, EVENT_TYPES
 from eos_assets.devkit.producer import (
     ProduceOptions,
@@ -256,6 +258,44 @@ def test_a_rejected_delivery_raises_one_line_and_writes_nothing(
     del caught  # its traceback holds the failed producer: let it go while the broker runs
     assert "\n" not in message
     assert read_manifest(tmp_path / f"{topic}.jsonl") == []
+
+
+class _FirstAttemptUnclear(Deliveries):
+    """Reports of transaction 1 that cannot be told apart on its first attempt, as when a
+    retry is reported delivered without an offset (a batch the new leader already held)."""
+
+    def offsets(self) -> list[tuple[int, int]]:
+        if self.plan.index == 1 and not getattr(self, "refused", False):
+            self.refused = True
+            raise ReportsUnclear(self.topic, self.plan.index, "a report without an offset")
+        return super().offsets()
+
+
+def test_reports_that_cannot_be_told_apart_abort_the_transaction_and_send_it_again(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+    read_committed: Callable[..., list],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(producer, "Deliveries", _FirstAttemptUnclear)
+    topic = make_topic(partitions=2)
+    summary, lines = run(
+        kafka_bootstrap, tmp_path, topic=topic, count=90, seed=3, transaction_size=30
+    )
+    assert summary.transactions_sent_again == 1
+    assert {(p, o) for p, o, _, _ in read_committed(topic)} == {
+        (line["partition"], line["offset"]) for line in lines
+    }
+    # Between transaction 0's records and those of transaction 1's second attempt, each
+    # partition holds transaction 0's commit marker, the first attempt's records there and
+    # their abort marker: 30 records and 2 markers per partition in all.
+    gap = 0
+    for partition in (0, 1):
+        last = max(ln["offset"] for ln in lines if ln["txn"] == 0 and ln["partition"] == partition)
+        first = min(ln["offset"] for ln in lines if ln["txn"] == 1 and ln["partition"] == partition)
+        gap += first - last - 1
+    assert gap == 30 + 2 * 2
 
 
 def test_rate_paces_the_run(kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path):
