@@ -59,7 +59,7 @@ class ReportsUnclear(BrokerError):
     def __init__(self, topic: str, index: int, reason: str) -> None:
         super().__init__(
             f"cannot tell which record each delivery report of transaction {index} of {topic} "
-            f"is ({reason}): the transaction is aborted and sent again"
+            f"is ({reason}): check the broker; finished transactions are in the manifest"
         )
         self.reason = reason
 
