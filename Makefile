@@ -96,8 +96,11 @@ postgres:
 	  fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
+# Each test's setup, call and teardown seconds go to $(TEST_OUTPUT)/durations.tsv (slowest
+# first, then each module's total); the 40 slowest are printed at the end as well.
+TEST_OUTPUT := .eos/test-output
 test: spark-archive chromium postgres
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=40 --durations-file=$(TEST_OUTPUT)/durations.tsv
 
 # The fast tier: the pure units, no Kafka, Spark, Spark server, dagster dev or browser (tests
 # marked `services` or `slow` are left out; `make test` runs everything).

@@ -24,6 +24,7 @@ pytest_plugins = [
     "eos_assets_tests.support.plugins",
     "eos_assets_tests.support.cluster",
     "eos_assets_tests.support.s3",
+    "eos_assets_tests.support.durations",
 ]
 
 
