@@ -35,7 +35,7 @@ SERVICE_FIXTURES = frozenset(
         "kafka_bootstrap",
         "kafka_cluster",
         "spark",
-        "spark_server",
+        "spark_server_state",
         "dagster_dev",
         "chromium",
         "postgres",

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,6 @@ _KEY = ["topic", "partition", "offset"]
 OUTCOME = "EOS_OUTCOME "
 
 
-@pytest.fixture(scope="session")
-def connect_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """State folder of one real local Spark Connect server (2 task slots) for the session."""
-    state = tmp_path_factory.mktemp("spark-state")
-    spark_server.up(state, "local[2]")
-    yield state
-    spark_server.down(state)
-
-
 def over_connect(
     state: Path, bootstrap: str, topic: str, uri: str, *extra: str, crash_at: str | None = None
 ) -> tuple[int, dict[str, Any] | None]:
@@ -122,7 +113,7 @@ def send(bootstrap: str, topic: str) -> list[Sent]:
 
 def test_an_ingest_over_connect_equals_the_in_process_one(
     spark: SparkSession,
-    connect_state: Path,
+    spark_server_state: Path,
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
     lake_root: str,
@@ -133,16 +124,16 @@ def test_an_ingest_over_connect_equals_the_in_process_one(
     assert ingest_bronze(
         spark, classic, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
     ).records
-    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, remote)
+    code, outcome = over_connect(spark_server_state, kafka_bootstrap, topic, remote)
     assert code == 0 and outcome is not None and outcome["records"] == 550
     assert table(remote).equals(table(classic))
     assert positions(remote, topic) == positions(classic, topic)
     assert set(rows(remote)) == committed_truth(sent)
-    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, remote)
+    code, outcome = over_connect(spark_server_state, kafka_bootstrap, topic, remote)
     assert code == 0 and outcome is not None and outcome["version"] is None  # nothing new
 
 
-def test_the_local_server_states_its_task_slots(connect_state: Path) -> None:
+def test_the_local_server_states_its_task_slots(spark_server_state: Path) -> None:
     # A run reads them from the session's settings (the ingest splits its ranges by them).
     code = (
         "import sys; from pyspark.sql import SparkSession; "
@@ -150,7 +141,7 @@ def test_the_local_server_states_its_task_slots(connect_state: Path) -> None:
         "s = SparkSession.builder.remote(sys.argv[1]).getOrCreate(); "
         "print(s.conf.get('spark.default.parallelism'), task_slots(s))"
     )
-    url = spark_server.local_url(connect_state)
+    url = spark_server.local_url(spark_server_state)
     done = subprocess.run(
         [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120
     )
@@ -158,7 +149,7 @@ def test_the_local_server_states_its_task_slots(connect_state: Path) -> None:
 
 
 def test_a_server_started_without_the_lakes_s3_settings_is_refused_in_one_line(
-    connect_state: Path,
+    spark_server_state: Path,
     s3_server: s3server.S3Info,
     kafka_bootstrap: str,
     make_topic: Callable[..., str],
@@ -169,7 +160,7 @@ def test_a_server_started_without_the_lakes_s3_settings_is_refused_in_one_line(
     topic = make_topic(1)
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
     settings = {**lake, "EOS_TOPICS": topic, "EOS_KAFKA_BOOTSTRAP": kafka_bootstrap}
-    run = product_run(connect_state, "orders/bronze/raw_events", "local", **settings)
+    run = product_run(spark_server_state, "orders/bronze/raw_events", "local", **settings)
     assert run is not None and not run["success"], run
     [failure] = run["failures"]
     assert failure["description"] == (
@@ -183,29 +174,31 @@ def test_a_server_started_without_the_lakes_s3_settings_is_refused_in_one_line(
 
 
 def test_a_task_error_over_connect_is_its_one_line(
-    connect_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+    spark_server_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
 ) -> None:
     topic = make_topic(1)
     # More than one consumed batch (10,000 records): a 0 s read timeout expires after the first.
     send_transaction(kafka_bootstrap, topic, batch(12_000, 1))
     uri = f"{lake_root}/bronze"
-    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, uri, "--read-timeout", "0")
+    code, outcome = over_connect(
+        spark_server_state, kafka_bootstrap, topic, uri, "--read-timeout", "0"
+    )
     assert code == FAILED and outcome is not None and outcome["kind"] == "BrokerError"
     assert re.fullmatch(r"reading .* did not finish in 0s .*read_timeout_s", outcome["error"])
 
 
 def test_a_crash_mid_read_over_connect_then_a_rerun_is_exact(
-    connect_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+    spark_server_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
 ) -> None:
     topic = make_topic(3)
     sent = send(kafka_bootstrap, topic)
     uri = f"{lake_root}/bronze"
     # The server's Python workers never saw this variable: the task gets it from the run.
     code, outcome = over_connect(
-        connect_state, kafka_bootstrap, topic, uri, crash_at=faults.MID_READ
+        spark_server_state, kafka_bootstrap, topic, uri, crash_at=faults.MID_READ
     )
     assert code == -9 and outcome is None
-    code, outcome = over_connect(connect_state, kafka_bootstrap, topic, uri)
+    code, outcome = over_connect(spark_server_state, kafka_bootstrap, topic, uri)
     assert code == 0 and outcome is not None and outcome["records"] == 550
     found = rows(uri)
     assert set(found) == committed_truth(sent) and len(found) == 550
@@ -218,6 +211,7 @@ DEAD_SERVER_EXIT_S = 30.0
 
 
 def test_a_server_killed_mid_read_fails_the_run_in_one_line_and_a_rerun_after_up_is_exact(
+    spark_server_state: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -225,61 +219,58 @@ def test_a_server_killed_mid_read_fails_the_run_in_one_line_and_a_rerun_after_up
     make_topic: Callable[..., str],
     lake_root: str,
 ) -> None:
-    # A server of its own: the session's one stays up for the other tests.
-    state = tmp_path / "state"
+    # The session's server, killed here and started again by `spark up` as a user would.
+    state = spark_server_state
     monkeypatch.setenv("EOS_STATE_DIR", str(state))
     monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
-    assert cli.main(["spark", "up"]) == 0
+    assert cli.main(["spark", "up"]) == 0  # running already: says where
     url = capsys.readouterr().out.strip()
+    topic = make_topic(3)
+    uri = f"{lake_root}/bronze"
+    sent = [send_transaction(kafka_bootstrap, topic, batch(300, 3))]
+    assert over_connect(state, kafka_bootstrap, topic, uri)[0] == 0
+    before, version = table(uri), delta_io.load(uri).version()
+    sent.append(send_transaction(kafka_bootstrap, topic, batch(250, 3, first=300)))
+
+    # The run's tasks stop mid-read inside the server; then the server dies under it.
+    pauses = tmp_path / "pauses"
+    pauses.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != faults.CRASH_ENV}
+    env |= {faults.PAUSE_ENV: faults.MID_READ, faults.PAUSE_DIR_ENV: str(pauses)}
+    run = subprocess.Popen(
+        ingest_command(url, kafka_bootstrap, topic, uri),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     try:
-        topic = make_topic(3)
-        uri = f"{lake_root}/bronze"
-        sent = [send_transaction(kafka_bootstrap, topic, batch(300, 3))]
-        assert over_connect(state, kafka_bootstrap, topic, uri)[0] == 0
-        before, version = table(uri), delta_io.load(uri).version()
-        sent.append(send_transaction(kafka_bootstrap, topic, batch(250, 3, first=300)))
-
-        # The run's tasks stop mid-read inside the server; then the server dies under it.
-        pauses = tmp_path / "pauses"
-        pauses.mkdir()
-        env = {k: v for k, v in os.environ.items() if k != faults.CRASH_ENV}
-        env |= {faults.PAUSE_ENV: faults.MID_READ, faults.PAUSE_DIR_ENV: str(pauses)}
-        run = subprocess.Popen(
-            ingest_command(url, kafka_bootstrap, topic, uri),
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 90
-            while not list(pauses.glob(f"{faults.MID_READ}-*.ready")):
-                assert run.poll() is None and time.monotonic() < deadline, "no task paused"
-                time.sleep(0.1)
-            info = spark_server.server_status(state)
-            assert info is not None
-            os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
-            stdout, _ = run.communicate(timeout=DEAD_SERVER_EXIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the run still waited {DEAD_SERVER_EXIT_S:g}s after its server died")
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
-        outcome = outcome_of(stdout)
-        assert run.returncode == FAILED and outcome is not None
-        assert outcome["kind"] == "SparkServerError"
-        assert outcome["error"] == (
-            f"the Spark Connect server at {url} stopped answering: run `eos-assets spark up` "
-            "(or check EOS_SPARK_CONNECT) and rerun"
-        )
-        assert delta_io.load(uri).version() == version and table(uri).equals(before)
-
-        assert cli.main(["spark", "up"]) == 0
-        assert capsys.readouterr().out.strip() == url  # its port again: run config still fits
-        code, outcome = over_connect(state, kafka_bootstrap, topic, uri)
-        assert code == 0 and outcome is not None and outcome["records"] == 250
-        found = rows(uri)
-        assert set(found) == committed_truth(sent) and len(found) == 550
+        deadline = time.monotonic() + 90
+        while not list(pauses.glob(f"{faults.MID_READ}-*.ready")):
+            assert run.poll() is None and time.monotonic() < deadline, "no task paused"
+            time.sleep(0.1)
+        info = spark_server.server_status(state)
+        assert info is not None
+        os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+        stdout, _ = run.communicate(timeout=DEAD_SERVER_EXIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the run still waited {DEAD_SERVER_EXIT_S:g}s after its server died")
     finally:
-        spark_server.down(state)
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    outcome = outcome_of(stdout)
+    assert run.returncode == FAILED and outcome is not None
+    assert outcome["kind"] == "SparkServerError"
+    assert outcome["error"] == (
+        f"the Spark Connect server at {url} stopped answering: run `eos-assets spark up` "
+        "(or check EOS_SPARK_CONNECT) and rerun"
+    )
+    assert delta_io.load(uri).version() == version and table(uri).equals(before)
+
+    assert cli.main(["spark", "up"]) == 0
+    assert capsys.readouterr().out.strip() == url  # its port again: run config still fits
+    code, outcome = over_connect(state, kafka_bootstrap, topic, uri)
+    assert code == 0 and outcome is not None and outcome["records"] == 250
+    found = rows(uri)
+    assert set(found) == committed_truth(sent) and len(found) == 550
 
 
 def product_run(state: Path, asset: str, connect: str, **settings: str) -> dict[str, Any] | None:
@@ -293,59 +284,57 @@ def product_run(state: Path, asset: str, connect: str, **settings: str) -> dict[
 
 
 def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing(
-    tmp_path: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+    spark_server_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
 ) -> None:
-    state = tmp_path / "state"
+    # The session's server, killed here and started again on its port.
+    state = spark_server_state
     info = spark_server.up(state, "local[2]")
-    try:
-        topic = make_topic(3)
-        bronze = f"{lake_root}/orders/bronze/raw_events"
-        send_transaction(kafka_bootstrap, topic, batch(300, 3))
-        code, outcome = over_connect(state, kafka_bootstrap, topic, bronze)
-        assert code == 0 and outcome is not None and outcome["records"] == 300
-        silver = Path(lake_root) / "orders" / "silver" / "events"
-        lake = {"EOS_LAKE_ROOT": lake_root}
+    topic = make_topic(3)
+    bronze = f"{lake_root}/orders/bronze/raw_events"
+    send_transaction(kafka_bootstrap, topic, batch(300, 3))
+    code, outcome = over_connect(state, kafka_bootstrap, topic, bronze)
+    assert code == 0 and outcome is not None and outcome["records"] == 300
+    silver = Path(lake_root) / "orders" / "silver" / "events"
+    lake = {"EOS_LAKE_ROOT": lake_root}
 
-        os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
-        while spark_server.server_status(state) is not None:
-            time.sleep(0.1)
-        # EOS_SPARK_CONNECT=local: the run finds no server and says so before any Spark call.
-        run = product_run(state, "orders/silver/events", "local", **lake)
-        assert run is not None and not run["success"]
-        assert [f["description"] for f in run["failures"]] == [
-            "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark "
-            "up`, or unset EOS_SPARK_CONNECT for an in-process session"
-        ]
-        # The server's own address: the step's first Spark call finds nobody there, and once
-        # the bounded retries are spent the step fails with the one line, no gRPC stack chained.
-        run = product_run(state, "orders/silver/events", info.url, **lake)
-        assert run is not None and not run["success"]
-        assert run["failures"] == [
-            {
-                "step": "orders__silver__events",
-                "description": f"the Spark Connect server at {info.url} stopped answering: run "
-                "`eos-assets spark up` (or check EOS_SPARK_CONNECT) and rerun",
-                "cause": False,
-            }
-        ]
-        # Nothing committed: the step's table is as its first action made it, empty (CREATE
-        # TABLE, no rows and no consumed bronze version).
-        created = delta_io.load(str(silver))
-        assert created.version() == 0 and created.history()[0]["operation"] == "CREATE TABLE"
-        assert delta_io.read_arrow(str(silver)).num_rows == 0
+    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
+    while spark_server.server_status(state) is not None:
+        time.sleep(0.1)
+    # EOS_SPARK_CONNECT=local: the run finds no server and says so before any Spark call.
+    run = product_run(state, "orders/silver/events", "local", **lake)
+    assert run is not None and not run["success"]
+    assert [f["description"] for f in run["failures"]] == [
+        "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark "
+        "up`, or unset EOS_SPARK_CONNECT for an in-process session"
+    ]
+    # The server's own address: the step's first Spark call finds nobody there, and once
+    # the bounded retries are spent the step fails with the one line, no gRPC stack chained.
+    run = product_run(state, "orders/silver/events", info.url, **lake)
+    assert run is not None and not run["success"]
+    assert run["failures"] == [
+        {
+            "step": "orders__silver__events",
+            "description": f"the Spark Connect server at {info.url} stopped answering: run "
+            "`eos-assets spark up` (or check EOS_SPARK_CONNECT) and rerun",
+            "cause": False,
+        }
+    ]
+    # Nothing committed: the step's table is as its first action made it, empty (CREATE
+    # TABLE, no rows and no consumed bronze version).
+    created = delta_io.load(str(silver))
+    assert created.version() == 0 and created.history()[0]["operation"] == "CREATE TABLE"
+    assert delta_io.read_arrow(str(silver)).num_rows == 0
 
-        assert spark_server.up(state, "local[2]").url == info.url
-        run = product_run(state, "orders/silver/events", "local", **lake)
-        assert run == {"success": True, "failures": []}
-        ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
-        assert len(ids) == len(set(ids)) == 300
-        version = delta_io.load(str(silver)).version()
-        # Nothing new: nothing committed.
-        run = product_run(state, "orders/silver/events", "local", **lake)
-        assert run == {"success": True, "failures": []}
-        assert delta_io.load(str(silver)).version() == version
-    finally:
-        spark_server.down(state)
+    assert spark_server.up(state, "local[2]").url == info.url
+    run = product_run(state, "orders/silver/events", "local", **lake)
+    assert run == {"success": True, "failures": []}
+    ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
+    assert len(ids) == len(set(ids)) == 300
+    version = delta_io.load(str(silver)).version()
+    # Nothing new: nothing committed.
+    run = product_run(state, "orders/silver/events", "local", **lake)
+    assert run == {"success": True, "failures": []}
+    assert delta_io.load(str(silver)).version() == version
 
 
 def daemons(server_pid: int) -> int:
@@ -364,8 +353,13 @@ def daemons(server_pid: int) -> int:
     return count
 
 
-def test_runs_share_one_session_and_one_python_daemon_of_the_server(
-    tmp_path: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
+def test_runs_share_one_session_and_one_python_daemon_then_spark_down_stops_the_server(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    lake_root: str,
 ) -> None:
     # A server of its own: the session's one has served clients that released their session.
     state = tmp_path / "state"
@@ -382,24 +376,19 @@ def test_runs_share_one_session_and_one_python_daemon_of_the_server(
         assert len(rows(f"{lake_root}/orders/bronze/raw_events")) == 300
         # Three runs with Python tasks (the ingest's): a session each would have left three.
         assert daemons(info.pid) == 1
+
+        # `spark status` says where it runs; `spark down` stops it, and says so once stopped.
+        monkeypatch.setenv("EOS_STATE_DIR", str(state))
+        assert cli.main(["spark", "status"]) == 0
+        assert info.url in capsys.readouterr().out
+        assert cli.main(["spark", "down"]) == 0
+        assert capsys.readouterr().out.strip() == "stopped"
+        assert not Path(f"/proc/{info.pid}").exists()
+        assert cli.main(["spark", "status"]) == 1
+        assert cli.main(["spark", "down"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "not running"
     finally:
         spark_server.down(state)
-
-
-def test_spark_status_then_down_stops_the_server(
-    connect_state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("EOS_STATE_DIR", str(connect_state))
-    info = spark_server.server_status(connect_state)
-    assert info is not None
-    assert cli.main(["spark", "status"]) == 0
-    assert info.url in capsys.readouterr().out
-    assert cli.main(["spark", "down"]) == 0
-    assert capsys.readouterr().out.strip() == "stopped"
-    assert not Path(f"/proc/{info.pid}").exists()
-    assert cli.main(["spark", "status"]) == 1
-    assert cli.main(["spark", "down"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "not running"
 
 
 LOST_TWICE = """
