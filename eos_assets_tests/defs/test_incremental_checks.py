@@ -6,6 +6,7 @@ No Spark: bronze is forged with its ingest commits, silver and gold with the col
 ``txn`` records the checks read.
 """
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -51,8 +52,9 @@ def lake(tmp_path: Path) -> LakeResource:
 
 
 @pytest.fixture
-def instance() -> dg.DagsterInstance:
-    return dg.DagsterInstance.ephemeral()
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
 
 
 def test_contiguity_starts_from_its_last_pass_and_catches_a_later_duplicate(

@@ -91,12 +91,13 @@ def whole(rows: list[list[Any]]) -> int:
 
 def serve(lake: LakeResource, warehouse: Path) -> dg.ExecuteInProcessResult:
     """Materialize serving/kpi with its reconciliation check; both must succeed."""
-    result = dg.materialize(
-        [serving_kpi, duckdb_matches_delta],
-        resources={"lake": lake, "warehouse": WarehouseResource(path=str(warehouse))},
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize(
+            [serving_kpi, duckdb_matches_delta],
+            resources={"lake": lake, "warehouse": WarehouseResource(path=str(warehouse))},
+            instance=instance,
+            raise_on_error=False,
+        )
     failures = [e.message for e in result.all_events if e.is_failure]
     assert result.success, failures
     (check,) = result.get_asset_check_evaluations()
@@ -138,9 +139,10 @@ class HeldReader:
         return answer
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        self.proc.stdout.close()
 
 
 @pytest.fixture
