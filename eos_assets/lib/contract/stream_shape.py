@@ -87,3 +87,55 @@ class WindowShape:
 
     dimensions: tuple[str, ...]
     measures: tuple[Measure, ...]
+
+
+# The time key of a declared KPI table (``KpiSpec.time``).
+WINDOW, DAY = "window", "day"
+
+
+@dataclass(frozen=True)
+class KpiMeasure:
+    """One column of a declared KPI table: an aggregate or a formula over earlier measures.
+
+    ``agg`` (one of ``AGGREGATES``) over the payload field ``of`` (none for count), counting
+    only the events whose fields equal ``when`` (``(field, value)`` pairs); or ``formula``:
+    arithmetic over measures declared before it (``lib/derived/kpi_formula.py``).
+    """
+
+    name: str
+    agg: str | None = None
+    of: str | None = None
+    when: tuple[tuple[str, str], ...] = ()
+    formula: str | None = None
+
+
+@dataclass(frozen=True)
+class KpiSpec:
+    """A declared KPI table: its time key, the fields it groups by, its measures.
+
+    ``time``: ``WINDOW`` (columns ``window_start``, ``window_end``; ``size_us`` long, aligned
+    on the epoch), ``DAY`` (column ``day``, the UTC date) or None (all time). ``by``: string
+    payload fields; a missing value groups under ``""``.
+    """
+
+    name: str
+    time: str | None
+    by: tuple[str, ...]
+    measures: tuple[KpiMeasure, ...]
+    size_us: int | None = None
+
+    @property
+    def time_column(self) -> str | None:
+        """The time key column (None without a time key)."""
+        return {WINDOW: "window_start", DAY: "day"}.get(self.time or "")
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The columns identifying a row: the time key column (if any), then ``by``."""
+        column = self.time_column
+        return (column, *self.by) if column else self.by
+
+    @property
+    def distinct(self) -> tuple[KpiMeasure, ...]:
+        """The ``count_distinct`` measures (kept exact through a table of values)."""
+        return tuple(m for m in self.measures if m.agg == COUNT_DISTINCT)
