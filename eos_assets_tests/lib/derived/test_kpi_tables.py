@@ -6,10 +6,10 @@ import base64
 import functools
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pytest
@@ -54,6 +54,7 @@ ORDERS = contract(read_declaration(eos_assets.streams.declaration("orders")))
 START = datetime(2026, 11, 21, 23, 57, tzinfo=UTC)  # the stream crosses midnight
 GRACE = timedelta(minutes=10)
 FIVE, ONE = timedelta(minutes=5), timedelta(minutes=1)
+T = TypeVar("T")
 MIX = {"duplicate_ratio": 0.05, "late_ratio": 0.04, "abort_ratio": 0.15, "malformed_ratio": 0.03}
 
 
@@ -171,7 +172,8 @@ def test_orders_kpis_equal_the_oracle_and_todays_tables(
     outcomes: dict[str, kpi_tables.KpiOutcome] = {}
     for number, runs in enumerate(batches):
         lake.send(*runs)
-        outcomes = lake.kpis()
+        outcomes, jobs = _spark_jobs(spark, f"kpis-{number}", lake.kpis)
+        assert jobs == 1, "one Spark job for every KPI of the batch"
         update_kpi_window(spark, lake.silver, today["window"], FIVE)
         update_kpi_daily(spark, lake.silver, today["daily"], today["customers"])
 
@@ -198,6 +200,17 @@ def test_orders_kpis_equal_the_oracle_and_todays_tables(
     again = lake.kpis()
     assert all(o.version is None and o.consumed is None for o in again.values())
     assert {t.spec.name: DeltaTable(t.uri).version() for t in lake.tables} == versions
+
+
+def _spark_jobs(spark: SparkSession, group: str, run: Callable[[], T]) -> tuple[T, int]:
+    """What ``run`` returns, and the Spark jobs it ran."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = run()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 class Stopped(Exception):
