@@ -150,7 +150,7 @@ def aggregate(
     frames: list[DataFrame] = []
     for index, spec in enumerate(specs):
         keyed = new.select("*", *_keys(spec, index))
-        keys = [f"_{index}_{k}" for k in _key_names(spec)]
+        keys = [f"_{index}_{k}" for k in spec.key]
         tag = [F.lit(index).alias(_KPI)]
         counters = keyed.groupBy(*keys).agg(
             *[_measure(m, index) for m in spec.measures if m.agg and m.agg != COUNT_DISTINCT],
@@ -174,10 +174,6 @@ def aggregate(
         if name not in frame.columns:  # no KPI counts distinct values
             frame = frame.withColumn(name, F.lit(None).cast(kind))
     return Batch(tuple(specs), frame.toArrow())
-
-
-def _key_names(spec: KpiSpec) -> list[str]:
-    return [n for n in spec.key if n != "window_end"]
 
 
 def _keys(spec: KpiSpec, index: int) -> list[Column]:

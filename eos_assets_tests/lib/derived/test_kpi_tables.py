@@ -1,6 +1,7 @@
 """Declared KPI tables on a real SparkSession: orders' kpi_window and kpi_daily declared as
 ``KpiSpec`` equal the oracle and the tables kept today (``lib/revenue``) batch after batch;
-formulas, ``when``, min and max; a stop between the two commits, then a re-run, is exact."""
+one Spark job per batch for all; formulas, ``when``, min and max, keys without time; a stop
+between a KPI's two commits or between two KPIs, then a re-run, is exact."""
 
 import base64
 import functools
@@ -225,12 +226,7 @@ def _stop_at(point: str, reached: str) -> None:
 def test_a_stop_between_the_distinct_values_and_the_rows_then_a_rerun_is_exact(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lake = Lake(spark, tmp_path, [KPI_DAILY, KPI_WINDOW])
-    lake.send({"seed": 21, "start": START, "count": 500})
-    lake.kpis()
-    # Late customers of the first day and the first customers of the second.
-    lake.send({"seed": 22, "start": START + timedelta(seconds=150), "count": 500})
-
+    lake = _two_batches(spark, tmp_path)
     monkeypatch.setattr(
         faults, "crash_point", functools.partial(_stop_at, kpi_tables.AFTER_DISTINCT)
     )
@@ -245,6 +241,38 @@ def test_a_stop_between_the_distinct_values_and_the_rows_then_a_rerun_is_exact(
     outcomes = lake.kpis()
     assert outcomes["kpi_daily"].distinct_version is None, "its distinct values were committed"
     assert outcomes["kpi_daily"].new_distinct > 0
+    _assert_exact(lake)
+
+
+def test_a_stop_after_one_kpi_committed_then_a_rerun_is_exact(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = _two_batches(spark, tmp_path)
+    monkeypatch.setattr(faults, "crash_point", functools.partial(_stop_at, kpi_tables.AFTER_COMMIT))
+    with pytest.raises(Stopped):
+        lake.kpis()
+    monkeypatch.undo()
+    daily, window = lake.tables
+    assert DeltaTable(daily.uri).transaction_version(kpi_tables.APP) == 2
+    assert DeltaTable(window.uri).transaction_version(kpi_tables.APP) == 1
+
+    outcomes = lake.kpis()
+    assert outcomes["kpi_daily"].version is None and outcomes["kpi_window"].version is not None
+    assert not outcomes["kpi_window"].shared_job, "the aggregates are computed again"
+    _assert_exact(lake)
+
+
+def _two_batches(spark: SparkSession, root: Path) -> Lake:
+    """A lake whose KPIs consumed its first batch of two."""
+    lake = Lake(spark, root, [KPI_DAILY, KPI_WINDOW])
+    lake.send({"seed": 21, "start": START, "count": 500})
+    lake.kpis()
+    # Late customers of the first day and the first customers of the second.
+    lake.send({"seed": 22, "start": START + timedelta(seconds=150), "count": 500})
+    return lake
+
+
+def _assert_exact(lake: Lake) -> None:
     want = expected(lake.batches, FIVE, GRACE)
     assert_same(lake.rows(KPI_DAILY), want.kpi_daily, "kpi_daily after the re-run")
     assert_same(lake.rows(KPI_WINDOW), want.kpi_window, "kpi_window after the re-run")
