@@ -7,13 +7,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eos_assets.lib import faults
 from eos_assets_tests.faults.ingest_once import FAILED as FAILED
 from eos_assets_tests.faults.ingest_once import READY
+from eos_assets_tests.faults.oracle import Verdict, judge
+from eos_assets_tests.support.ledger import Ledger as Ledger
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "eos_assets_tests.faults.ingest_once"
@@ -44,10 +46,15 @@ class Run:
 
 
 def fault_env(
-    crash_at: str | None = None, pause_at: str | None = None, pause_dir: Path | None = None
+    crash_at: str | None = None,
+    pause_at: str | None = None,
+    pause_dir: Path | str | None = None,
+    base: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """This environment without any fault setting, plus the ones asked for."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_FAULT_")}
+    """``base`` (this environment by default) without any fault setting, plus the ones asked
+    for."""
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if not k.startswith("EOS_FAULT_")}
     if crash_at:
         env[faults.CRASH_ENV] = crash_at
     if pause_at:
@@ -76,10 +83,16 @@ def start_ingest(
         cmd += ["--remote", remote]
     if max_records is not None:
         cmd += ["--max-records", str(max_records)]
+    return spawn(cmd, fault_env(crash_at, pause_at, pause_dir))
+
+
+def spawn(cmd: list[str], env: dict[str, str]) -> Run:
+    """Start ``cmd`` from the repository's root in a process group of its own, its output
+    piped; :func:`stop_stragglers` ends it if the test does not."""
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
-        env=fault_env(crash_at, pause_at, pause_dir),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -101,8 +114,9 @@ def wait_ready(run: Run) -> bool:
     return False
 
 
-def finish(run: Run, timeout: float = 240.0) -> Run:
-    """Wait for the process, parse its outcome line, and make sure its group is gone."""
+def finish(run: Run, timeout: float = 240.0, grace: float = 15.0) -> Run:
+    """Wait for the process, parse its outcome line, and make sure its group is gone (what
+    outlives it by ``grace`` seconds is killed)."""
     try:
         out, run.stderr = run.proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -113,7 +127,7 @@ def finish(run: Run, timeout: float = 240.0) -> Run:
     for line in run.stdout.splitlines():
         if line.startswith(_OUTCOME):
             run.outcome = json.loads(line.removeprefix(_OUTCOME))
-    reap_group(run.proc.pid)
+    reap_group(run.proc.pid, grace)
     return run
 
 
@@ -181,35 +195,11 @@ def one_line(message: str) -> bool:
     return bool(message.strip()) and "\n" not in message.strip()
 
 
-@dataclass
-class LedgerEntry:
-    """One fault as injected by one test."""
-
-    fault: str
-    injected: int
-    lost: int
-    doubled: int
-    note: str = ""
-
-
-@dataclass
-class Ledger:
-    """What the fault suite injected, for the summary at the end of the session."""
-
-    entries: list[LedgerEntry] = field(default_factory=list)
-
-    def record(
-        self, fault: str, injected: int, lost: int = 0, doubled: int = 0, note: str = ""
-    ) -> None:
-        """Add one line to the summary."""
-        self.entries.append(LedgerEntry(fault, injected, lost, doubled, note))
-
-    def lines(self) -> list[str]:
-        """The summary table, one fault per line."""
-        width = max((len(e.fault) for e in self.entries), default=5)
-        out = [f"{'fault':<{width}}  injected  lost  doubled  note"]
-        for e in self.entries:
-            out.append(
-                f"{e.fault:<{width}}  {e.injected:>8}  {e.lost:>4}  {e.doubled:>7}  {e.note}"
-            )
-        return out
+def score(
+    ledger: Ledger, fault: str, table: str, manifest: list[dict[str, Any]], note: str = ""
+) -> Verdict:
+    """Judge ``table`` against the ``manifest`` and record ``fault``, injected once, with what
+    it lost and doubled; the verdict, for the test to assert on."""
+    verdict = judge(table, manifest)
+    ledger.record(fault, 1, verdict.lost, verdict.doubled, note)
+    return verdict
