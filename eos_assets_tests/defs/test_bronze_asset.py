@@ -2,24 +2,20 @@
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 from eos_assets.lib.delta import delta_io
-from eos_assets.lib.spark.spark_env import spark_config
-from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.support.bronze_runs import DAGSTER, bronze_resources, materialize_on_the_cli
 from eos_assets_tests.support.orders import RAW_EVENTS, raw_events
 from eos_assets_tests.support.records import batch, committed_truth
 from eos_assets_tests.support.txn_producer import send_transaction
 
 REPO = Path(__file__).resolve().parents[2]
-DAGSTER = str(Path(sys.executable).parent / "dagster")
 
 
 def materialization(result: dg.ExecuteInProcessResult) -> dict:
@@ -29,18 +25,11 @@ def materialization(result: dg.ExecuteInProcessResult) -> dict:
 
 
 def test_materialize_twice_is_idempotent(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
+    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
 ) -> None:
     topic = make_topic(partitions=2)
     sent = [send_transaction(kafka_bootstrap, topic, batch(30, 2))]
-    resources = {
-        "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-    }
+    resources = bronze_resources(kafka_bootstrap, [topic], lake_root)
     instance = dg.DagsterInstance.ephemeral()
     first = materialization(dg.materialize([raw_events], resources=resources, instance=instance))
     second = materialization(dg.materialize([raw_events], resources=resources, instance=instance))
@@ -77,16 +66,7 @@ def test_dagster_cli_materializes_with_only_settings_env(
     env = _cli_env(
         tmp_path, EOS_KAFKA_BOOTSTRAP=kafka_bootstrap, EOS_TOPICS=topic, EOS_LAKE_ROOT=str(lake)
     )
-    cmd = [
-        DAGSTER,
-        "asset",
-        "materialize",
-        "-m",
-        "eos_assets.definitions",
-        "--select",
-        "orders/bronze/raw_events",
-    ]
-    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = materialize_on_the_cli(env, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     t = delta_io.read_arrow(str(lake / "orders" / "bronze" / "raw_events"))
     got = set(
@@ -99,16 +79,7 @@ def test_dagster_cli_materializes_with_only_settings_env(
 
 def test_dagster_cli_without_a_broker_says_what_to_do(tmp_path: Path) -> None:
     env = _cli_env(tmp_path, EOS_LAKE_ROOT=str(tmp_path / "lake"))
-    cmd = [
-        DAGSTER,
-        "asset",
-        "materialize",
-        "-m",
-        "eos_assets.definitions",
-        "--select",
-        "orders/bronze/raw_events",
-    ]
-    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = materialize_on_the_cli(env, tmp_path)
     assert done.returncode != 0
     assert "eos-assets broker up" in done.stdout + done.stderr
 

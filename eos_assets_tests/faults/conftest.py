@@ -1,4 +1,5 @@
-"""Fixtures of the fault suite: a table per test, the product producer, and the fault ledger."""
+"""Fixtures of the fault suite: a table per test, the product producer, the fault ledger, and
+the bench that holds them."""
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -8,6 +9,8 @@ import pytest
 
 from eos_assets.devkit.producer import ProduceOptions, ProduceSummary, produce, read_manifest
 from eos_assets_tests.faults.harness import Ledger, stop_stragglers
+from eos_assets_tests.support.fault_bench import Bench
+from eos_assets_tests.support.ledger import print_ledger
 
 _LEDGER = pytest.StashKey[Ledger]()
 
@@ -54,11 +57,18 @@ def produced(
     return make
 
 
+@pytest.fixture
+def bench(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produced: Callable,
+    table: str,
+    ledger: Ledger,
+) -> Bench:
+    """The session's broker, this test's topics, producer and bronze table, and the ledger."""
+    return Bench(kafka_bootstrap, table, ledger, make_topic, produced)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Print the fault ledger: each fault, how often it was injected, records lost/doubled."""
-    ledger = config.stash.get(_LEDGER, None)
-    if ledger is None or not ledger.entries:
-        return
-    terminalreporter.section("exactly-once fault ledger")
-    for line in ledger.lines():
-        terminalreporter.write_line(line)
+    print_ledger(terminalreporter, config.stash.get(_LEDGER, None), "exactly-once fault ledger")

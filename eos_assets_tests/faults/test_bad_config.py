@@ -3,29 +3,26 @@ the tables as they were (an existing table keeps its version and rows; none is c
 """
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from confluent_kafka.admin import AdminClient
-from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.ingest.ingest import ingest_bronze
-from eos_assets.lib.spark.spark_env import spark_config
-from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Ledger, one_line
 from eos_assets_tests.faults.oracle import bronze_keys
+from eos_assets_tests.support.bronze_runs import bronze_resources, materialize_on_the_cli
+from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.orders import raw_events
 
-DAGSTER = str(Path(sys.executable).parent / "dagster")
 NODE = "orders__bronze__raw_events"
 
 
@@ -39,11 +36,7 @@ def free_port() -> int:
 
 def materialized(bootstrap: str, topics: list[str], lake_root: str) -> dg.ExecuteInProcessResult:
     """Materialize bronze with these settings."""
-    resources = {
-        "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=topics),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-    }
+    resources = bronze_resources(bootstrap, topics, lake_root)
     return dg.materialize([raw_events], resources=resources, raise_on_error=False)
 
 
@@ -56,23 +49,25 @@ def failure(bootstrap: str, topics: list[str], lake_root: str) -> str:
     return data.user_failure_data.description or ""
 
 
+@dataclass(frozen=True)
+class Lake:
+    """A lake whose bronze table already holds data read from ``topic``."""
+
+    root: str
+    uri: str  # the bronze table
+    topic: str
+    before: tuple[int, object]  # the table's version and rows when the test began
+
+
 @pytest.fixture
-def lake(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    tmp_path: Path,
-) -> Iterator[tuple[str, str, str]]:
-    """(lake root, bronze uri, topic) with a bronze table that already holds data."""
-    topic = make_topic(partitions=2)
-    produced(topic, count=200, seed=71)
-    root = tmp_path / "lake"
-    uri = LakeResource(root=str(root)).table_uri("orders", "bronze", "raw_events")
+def lake(spark: SparkSession, bench: Bench, lake_root: str) -> Lake:
+    """A lake with a bronze table that already holds data."""
+    topic, _, _ = bench.topic_with(partitions=2, count=200, seed=71)
+    uri = LakeResource(root=lake_root).table_uri("orders", "bronze", "raw_events")
     assert ingest_bronze(
-        spark, uri, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
+        spark, uri, [topic], {"bootstrap.servers": bench.bootstrap}, contract=ORDERS.contract
     ).version
-    yield str(root), uri, topic
+    return Lake(lake_root, uri, topic, snapshot(uri))
 
 
 def path_without_java(shadow: Path) -> str:
@@ -97,9 +92,8 @@ def snapshot(uri: str) -> tuple[int, object]:
     return DeltaTable(uri).version(), bronze_keys(uri)
 
 
-def test_unreachable_bootstrap(lake: tuple[str, str, str], tmp_path: Path, ledger: Ledger) -> None:
-    root, uri, topic = lake
-    before = snapshot(uri)
+def test_unreachable_bootstrap(lake: Lake, tmp_path: Path, ledger: Ledger) -> None:
+    root, uri, topic, before = lake.root, lake.uri, lake.topic, lake.before
     nowhere = f"127.0.0.1:{free_port()}"
     began = time.monotonic()
     message = failure(nowhere, [topic], root)
@@ -113,11 +107,8 @@ def test_unreachable_bootstrap(lake: tuple[str, str, str], tmp_path: Path, ledge
     ledger.record("config: unreachable bootstrap servers", 2, note=message)
 
 
-def test_missing_topic(
-    lake: tuple[str, str, str], kafka_bootstrap: str, tmp_path: Path, ledger: Ledger
-) -> None:
-    root, uri, topic = lake
-    before = snapshot(uri)
+def test_missing_topic(lake: Lake, kafka_bootstrap: str, tmp_path: Path, ledger: Ledger) -> None:
+    root, uri, topic, before = lake.root, lake.uri, lake.topic, lake.before
     missing = f"{topic}-missing"
     message = failure(kafka_bootstrap, [topic, missing], root)
     assert one_line(message) and f"topic {missing!r} does not exist" in message, message
@@ -139,10 +130,9 @@ def test_missing_topic(
 
 
 def test_unwritable_lake_root(
-    lake: tuple[str, str, str], kafka_bootstrap: str, tmp_path: Path, ledger: Ledger
+    lake: Lake, kafka_bootstrap: str, tmp_path: Path, ledger: Ledger
 ) -> None:
-    _, uri, topic = lake
-    before = snapshot(uri)
+    uri, topic, before = lake.uri, lake.topic, lake.before
     in_the_way = tmp_path / "not-a-folder"
     in_the_way.write_text("a file where the lake root should be")
     message = failure(kafka_bootstrap, [topic], str(in_the_way))
@@ -156,14 +146,13 @@ def test_unwritable_lake_root(
 @pytest.mark.parametrize("java_home", [None, "/nonexistent-jvm"], ids=["no-java", "bad-home"])
 def test_no_java(
     java_home: str | None,
-    lake: tuple[str, str, str],
+    lake: Lake,
     kafka_bootstrap: str,
     tmp_path: Path,
     ledger: Ledger,
 ) -> None:
     """Through the Dagster command line, with no ``java`` on the PATH."""
-    root, uri, topic = lake
-    before = snapshot(uri)
+    root, uri, topic, before = lake.root, lake.uri, lake.topic, lake.before
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EOS_", "JAVA_HOME"))}
     env.update(
         PATH=path_without_java(tmp_path / "bin"),
@@ -176,9 +165,7 @@ def test_no_java(
     if java_home:
         env["JAVA_HOME"] = java_home
     (tmp_path / "dagster_home").mkdir()
-    cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions"]
-    cmd += ["--select", "orders/bronze/raw_events"]
-    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = materialize_on_the_cli(env, tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "No such file or directory" not in output, "only java may be missing"

@@ -20,15 +20,9 @@ from eos_assets.devkit import broker
 from eos_assets.lib import faults
 from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest.ingest import ingest_bronze
-from eos_assets_tests.faults.harness import (
-    FAILED,
-    Ledger,
-    finish,
-    one_line,
-    start_ingest,
-    wait_for_files,
-)
+from eos_assets_tests.faults.harness import FAILED, Ledger, one_line, score
 from eos_assets_tests.faults.oracle import bronze_keys, judge, manifest_keys, overlaps
+from eos_assets_tests.support.paused_runs import release, start_paused
 
 
 def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
@@ -51,18 +45,11 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
         # Mid-run: the run has planned against the live broker, then the broker goes away.
         gate = tmp_path / "gate"
         gate.mkdir()
-        run = start_ingest(
-            info.bootstrap,
-            topic,
-            table,
-            pause_at=faults.AFTER_PLAN,
-            pause_dir=gate,
-            read_timeout=6,
+        run = start_paused(
+            info.bootstrap, topic, table, faults.AFTER_PLAN, gate, 180, read_timeout=6
         )
-        wait_for_files(gate, f"{faults.AFTER_PLAN}-*.ready", 1, 180, run)
         broker.stop_broker(info)
-        (gate / faults.RELEASE).touch()
-        run = finish(run)
+        run = release(gate, run)
         assert run.returncode == FAILED and run.outcome, run.tail()
         assert run.outcome["kind"] == "BrokerError", run.outcome
         assert one_line(run.outcome["error"]) and "check the broker" in run.outcome["error"]
@@ -94,10 +81,7 @@ def test_broker_stopped_mid_run_then_restarted_loses_and_doubles_nothing(
         assert after.version == 2
     finally:
         broker.stop_broker(info)
-    verdict = judge(table, manifest)
-    ledger.record(
-        "broker SIGTERM mid-run, then restart", 1, verdict.lost, verdict.doubled, "run failed"
-    )
+    verdict = score(ledger, "broker SIGTERM mid-run, then restart", table, manifest, "run failed")
     ledger.record("ingest while the broker is down", 1, verdict.lost, verdict.doubled)
     assert verdict.exact, f"after a broker restart: {verdict}"
     assert not overlaps(table), overlaps(table)

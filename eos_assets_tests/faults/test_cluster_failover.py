@@ -19,10 +19,11 @@ from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults
 from eos_assets.lib.ingest.ingest import ingest_bronze
-from eos_assets_tests.faults.harness import Ledger, finish, start_ingest, wait_for_files
-from eos_assets_tests.faults.oracle import judge, overlaps
+from eos_assets_tests.faults.harness import Ledger, score, wait_for_files
+from eos_assets_tests.faults.oracle import overlaps
 from eos_assets_tests.support.cluster import Background, LiveCluster
 from eos_assets_tests.support.committed import read_committed_records
+from eos_assets_tests.support.paused_runs import release, start_paused
 
 Producer = Callable[..., list[dict[str, Any]]]
 
@@ -76,8 +77,7 @@ def test_leader_killed_during_plan_costs_a_retry(
         assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version == 2
     finally:
         kafka_cluster.revive()
-    verdict = judge(table, manifest)
-    ledger.record("3 nodes: partition leader SIGKILL during plan", 1, verdict.lost, verdict.doubled)
+    verdict = score(ledger, "3 nodes: partition leader SIGKILL during plan", table, manifest)
     assert verdict.exact, verdict
     assert not overlaps(table), overlaps(table)
 
@@ -95,19 +95,14 @@ def test_leader_killed_during_read_in_spark_tasks_costs_a_retry(
     manifest = produce_to(topic, 12_000, seed=73, malformed_ratio=0.01, transaction_size=1000)
     gate = tmp_path / "gate"
     gate.mkdir()
-    run = start_ingest(
-        kafka_cluster.bootstrap, topic, table, pause_at=faults.MID_READ, pause_dir=gate
-    )
+    run = start_paused(kafka_cluster.bootstrap, topic, table, faults.MID_READ, gate, 240)
     try:
-        wait_for_files(gate, f"{faults.MID_READ}-*.ready", 1, 240, run)
         kafka_cluster.kill(kafka_cluster.leader(topic, 0))
-        (gate / faults.RELEASE).touch()
-        run = finish(run)
+        run = release(gate, run)
     finally:
         kafka_cluster.revive()
     assert run.returncode == 0 and run.outcome and run.outcome["ok"], run.tail()
-    verdict = judge(table, manifest)
-    ledger.record("3 nodes: partition leader SIGKILL mid-read", 1, verdict.lost, verdict.doubled)
+    verdict = score(ledger, "3 nodes: partition leader SIGKILL mid-read", table, manifest)
     assert verdict.exact, verdict
 
 
@@ -137,8 +132,7 @@ def test_group_coordinator_killed_during_commit_costs_a_retry(
         kafka_cluster.revive()
     outcome = run.result()
     assert outcome.version == 1 and outcome.advisory_committed
-    verdict = judge(table, manifest)
-    ledger.record("3 nodes: group coordinator SIGKILL at commit", 1, verdict.lost, verdict.doubled)
+    verdict = score(ledger, "3 nodes: group coordinator SIGKILL at commit", table, manifest)
     assert verdict.exact, verdict
 
 

@@ -17,16 +17,15 @@ from eos_assets.lib.errors import BrokerError
 from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets.lib.kafka.lag import measure_lag
 from eos_assets.lib.spark.java import require_java
-from eos_assets_tests.faults.harness import Ledger, one_line
-from eos_assets_tests.faults.oracle import judge
+from eos_assets_tests.faults.harness import Ledger, one_line, score
 from eos_assets_tests.support.cluster import LiveCluster
 from eos_assets_tests.support.committed import read_committed_records
 
+Secured = tuple[str, list[dict]]  # a topic on the cluster and its manifest
+
 
 @pytest.fixture(scope="module")
-def secured_topic(
-    kafka_cluster: LiveCluster, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, list[dict]]:
+def secured_topic(kafka_cluster: LiveCluster, tmp_path_factory: pytest.TempPathFactory) -> Secured:
     """A topic of orders on the cluster (written through the plaintext listener) and its
     manifest, shared by the tests of this module."""
     name = f"orders-secured-{uuid.uuid4().hex[:8]}"
@@ -50,7 +49,7 @@ def _fails(spark: SparkSession, table: str, topic: str, config: dict[str, str]) 
 def test_ingest_needs_only_read_and_describe_on_the_topic(
     spark: SparkSession,
     kafka_cluster: LiveCluster,
-    secured_topic: tuple[str, list[dict]],
+    secured_topic: Secured,
     table: str,
     caplog: pytest.LogCaptureFixture,
     ledger: Ledger,
@@ -71,16 +70,12 @@ def test_ingest_needs_only_read_and_describe_on_the_topic(
     assert sum(lg.lag for lg in measure_lag(config, [topic], table)) == 0
     assert "grant READ on group eos-assets" in caplog.text, caplog.text
     assert config["sasl.password"] not in caplog.text
-    verdict = judge(table, manifest)
-    ledger.record("SASL_SSL ingest with topic ACLs only", 1, verdict.lost, verdict.doubled)
+    verdict = score(ledger, "SASL_SSL ingest with topic ACLs only", table, manifest)
     assert verdict.exact, verdict
 
 
 def test_wrong_password_is_an_authentication_failure(
-    spark: SparkSession,
-    kafka_cluster: LiveCluster,
-    secured_topic: tuple[str, list[dict]],
-    table: str,
+    spark: SparkSession, kafka_cluster: LiveCluster, secured_topic: Secured, table: str
 ) -> None:
     topic, _ = secured_topic
     config = kafka_cluster.client("eos-ingest", password="not-" + uuid.uuid4().hex)
@@ -89,10 +84,7 @@ def test_wrong_password_is_an_authentication_failure(
 
 
 def test_missing_topic_acls_are_named(
-    spark: SparkSession,
-    kafka_cluster: LiveCluster,
-    secured_topic: tuple[str, list[dict]],
-    table: str,
+    spark: SparkSession, kafka_cluster: LiveCluster, secured_topic: Secured, table: str
 ) -> None:
     topic, _ = secured_topic
     nothing = _fails(spark, table, topic, kafka_cluster.client("eos-nobody"))
@@ -106,7 +98,7 @@ def test_missing_topic_acls_are_named(
 def test_a_ca_the_client_does_not_trust_is_named(
     spark: SparkSession,
     kafka_cluster: LiveCluster,
-    secured_topic: tuple[str, list[dict]],
+    secured_topic: Secured,
     table: str,
     tmp_path: Path,
 ) -> None:

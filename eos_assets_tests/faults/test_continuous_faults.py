@@ -11,7 +11,6 @@ it failed, and the replacing run must go on where the tables say.
 """
 
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,19 +28,17 @@ from eos_assets.lib import faults
 from eos_assets.lib.derived import silver_events
 from eos_assets.lib.revenue import kpi
 from eos_assets_tests.faults import test_spark_server_faults as on_server
-from eos_assets_tests.faults.harness import STARTED, Ledger, wait_for_files
+from eos_assets_tests.faults.harness import Ledger, wait_for_files
 from eos_assets_tests.faults.oracle import judge, overlaps
 from eos_assets_tests.faults.test_spark_server_faults import (
     DAGSTER,
     GRACE,
     MIX,
-    REPO,
     RUN_TIMEOUT_S,
     WINDOW,
     DagsterRun,
     Deployment,
     finish,
-    outcomes,
 )
 from eos_assets_tests.support.continuous import assert_kpi_path
 from eos_assets_tests.support.oracle import expected
@@ -59,22 +56,7 @@ def start(d: Deployment, loop: dict[str, Any], **fault: str) -> DagsterRun:
     config = {"window_minutes": WINDOW.seconds / 60, "poll_s": 0.2, **loop}
     path = d.logs.parent / f"continuous-{time.monotonic_ns()}.json"
     path.write_text(json.dumps({"ops": {"orders_kpi_batches": {"config": config}}}))
-    env = dict(d.env)
-    if "crash_at" in fault:
-        env[faults.CRASH_ENV] = fault["crash_at"]
-    if "pause_at" in fault:
-        env[faults.PAUSE_ENV] = fault["pause_at"]
-        env[faults.PAUSE_DIR_ENV] = fault["pause_dir"]
-    log = d.logs / f"run-{len(list(d.logs.iterdir()))}.log"
-    command = [DAGSTER, "job", "execute", "-m", MODULE, "-j", JOB, "-c", str(path)]
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )  # fmt: skip
-    run = DagsterRun(proc, log=log)
-    STARTED.append(run)
-    return run
+    return d.launch([DAGSTER, "job", "execute", "-m", MODULE, "-j", JOB, "-c", str(path)], **fault)
 
 
 def assert_exact(d: Deployment, manifest: list[dict[str, Any]]) -> tuple[int, int]:
@@ -123,12 +105,7 @@ def test_two_continuous_runs_started_at_once_leave_exact_tables(
     runs = [start(d, loop), start(d, loop)]
     for run in runs:
         finish(run, timeout=2 * RUN_TIMEOUT_S)  # two runs share the server and two cores
-    first, second = outcomes(d.home)
-    assert first.started < second.ended and second.started < first.ended, "the runs overlapped"
-    for run, outcome in zip(runs, (first, second), strict=True):
-        assert outcome.status == dg.DagsterRunStatus.SUCCESS or outcome.one_line_failures, (
-            f"{outcome.failures}\n{run.tail()}"
-        )
+    first, second = on_server.overlapped_and_ended_well(runs, d.home)
     ok = [o.status == dg.DagsterRunStatus.SUCCESS for o in (first, second)]
     last = finish(start(d, {"max_batches": 1}))
     assert last.returncode == 0, last.tail()

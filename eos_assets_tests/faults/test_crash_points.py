@@ -6,29 +6,21 @@ retry through ``dg.materialize``.
 """
 
 import os
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
-from eos_assets.lib.ingest.ingest import ingest_bronze
-from eos_assets.lib.spark.spark_env import spark_config
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.faults.harness import Ledger, run_ingest
+from eos_assets_tests.faults.harness import score
 from eos_assets_tests.faults.oracle import judge, overlaps
+from eos_assets_tests.support.bronze_runs import bronze_resources, materialize_on_the_cli
+from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.orders import raw_events
 
-DAGSTER = str(Path(sys.executable).parent / "dagster")
 GROUP = "eos-assets"  # the runner's advisory consumer group (IngestOptions default)
 
 
@@ -49,36 +41,26 @@ def advised(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
 
 @pytest.mark.parametrize("point", faults.POINTS)
-def test_crash_then_rerun_is_exact(
-    point: str,
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    table: str,
-    ledger: Ledger,
-) -> None:
-    topic = make_topic(partitions=3)
-    summary, manifest = produced(topic, count=1500, seed=100 + faults.POINTS.index(point))
+def test_crash_then_rerun_is_exact(point: str, spark: SparkSession, bench: Bench) -> None:
+    topic, summary, manifest = bench.topic_with(
+        partitions=3, count=1500, seed=100 + faults.POINTS.index(point)
+    )
     assert summary.transactions_aborted > 0 and summary.committed_malformed
 
-    crashed = run_ingest(kafka_bootstrap, topic, table, crash_at=point)
-    assert crashed.killed, f"the ingest did not die at {point}: {crashed.tail()}"
+    bench.crash(topic, point)
+    table = bench.table
     dt = DeltaTable(table)
     if point == faults.AFTER_COMMIT:
         # Bronze has the run's data; the advisory group commit that follows never happened.
         assert dt.version() == 1 and judge(table, manifest).exact
-        assert all(o < 0 for o in advised(kafka_bootstrap, topic, 3))
+        assert all(o < 0 for o in advised(bench.bootstrap, topic, 3))
     else:
         assert dt.version() == 0 and not dt.file_uris(), "nothing may be committed"
     if point in (faults.AFTER_FILES, faults.BEFORE_COMMIT):
         assert len(orphans(table)) == 3, "each range's file was written, none committed"
 
-    rerun = ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    )
-    verdict = judge(table, manifest)
-    ledger.record(f"SIGKILL at {point}", 1, verdict.lost, verdict.doubled, "subprocess, rerun")
+    rerun = bench.ingest(spark, topic)
+    verdict = bench.score(f"SIGKILL at {point}", manifest, "subprocess, rerun")
     assert verdict.exact, f"after a crash at {point}: {verdict}"
     assert not overlaps(table), overlaps(table)
     if point == faults.AFTER_COMMIT:
@@ -88,16 +70,11 @@ def test_crash_then_rerun_is_exact(
 
 
 def test_crash_through_the_dagster_cli_then_rerun_is_exact(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    tmp_path: Path,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench, tmp_path: Path
 ) -> None:
     """The orchestrator sees a failed run whose Delta commit landed; its rerun adds nothing."""
-    topic = make_topic(partitions=2)
-    summary, manifest = produced(topic, count=800, seed=7)
+    kafka_bootstrap = bench.bootstrap
+    topic, summary, manifest = bench.topic_with(partitions=2, count=800, seed=7)
     lake = tmp_path / "lake"
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -111,29 +88,18 @@ def test_crash_through_the_dagster_cli_then_rerun_is_exact(
         EOS_SPARK_MASTER="local[2]",
         EOS_STATE_DIR=str(tmp_path / "state"),
     )
-    cmd = [DAGSTER, "asset", "materialize", "-m", "eos_assets.definitions"]
-    cmd += ["--select", "orders/bronze/raw_events"]
-    crashed = subprocess.run(
-        cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    crashed = materialize_on_the_cli(env, tmp_path)
     assert crashed.returncode != 0, "the step process should have died after the commit"
     uri = str(lake / "orders" / "bronze" / "raw_events")
     assert DeltaTable(uri).version() == 1, crashed.stderr[-3000:]
 
     # Dagster recorded a failure; the retry (here in this process) must add nothing.
-    resources = {
-        "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]),
-        "lake": LakeResource(root=str(lake)),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-    }
+    resources = bronze_resources(kafka_bootstrap, [topic], str(lake))
     (mat,) = dg.materialize([raw_events], resources=resources).asset_materializations_for_node(
         "orders__bronze__raw_events"
     )
     assert (mat.metadata["records"].value, mat.metadata["delta_version"].value) == (0, None)
-    verdict = judge(uri, manifest)
-    ledger.record(
-        f"SIGKILL at {faults.AFTER_COMMIT} (dagster CLI)", 1, verdict.lost, verdict.doubled
-    )
+    verdict = score(bench.ledger, f"SIGKILL at {faults.AFTER_COMMIT} (dagster CLI)", uri, manifest)
     assert verdict.exact, f"after a crash at {faults.AFTER_COMMIT} under Dagster: {verdict}"
     assert DeltaTable(uri).version() == 1 and not overlaps(uri)
     assert summary.committed == verdict.found

@@ -13,37 +13,30 @@ import dagster as dg
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.errors import DataLossError
-from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets.lib.ingest.ranges import OffsetRange
 from eos_assets.lib.ingest.reader import fetch_range, reader_config
-from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.faults.harness import (
-    FAILED,
-    Ledger,
-    finish,
-    one_line,
-    start_ingest,
-    wait_for_files,
-)
+from eos_assets_tests.faults.harness import FAILED, one_line
 from eos_assets_tests.faults.oracle import bronze_keys
 from eos_assets_tests.support import orders as checks
 from eos_assets_tests.support.bronze_runs import (
+    bronze_resources,
     evaluations,
     ingest_history,
     materialized,
     meta,
 )
+from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.lag_ticker import Ticker, skip_reason
 from eos_assets_tests.support.orders import raw_events
+from eos_assets_tests.support.paused_runs import release
 from eos_assets_tests.support.records import batch, committed_truth, rows
 from eos_assets_tests.support.txn_producer import Sent, send_transaction
 
@@ -73,14 +66,9 @@ def kept(sent: list[Sent], lost: OffsetRange) -> set[tuple[int, int, bytes | Non
 def materialize(
     bootstrap: str, topic: str, lake_root: str, run_config: dict | None = None
 ) -> dg.ExecuteInProcessResult:
-    resources = {
-        "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=[topic]),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-    }
     return dg.materialize(
         [raw_events, checks.offsets_contiguous, checks.matches_kafka_log],
-        resources=resources,
+        resources=bronze_resources(bootstrap, [topic], lake_root),
         run_config=run_config or {},
         raise_on_error=False,
     )
@@ -94,18 +82,12 @@ def failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    table: str,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench, lake_root: str
 ) -> None:
-    topic = make_topic(partitions=2)
+    kafka_bootstrap, table = bench.bootstrap, bench.table
+    topic = bench.topic(partitions=2)
     sent = [send_transaction(kafka_bootstrap, topic, batch(20, 2))]
-    assert ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    ).version
+    assert bench.ingest(spark, topic).version
     dt = DeltaTable(table)
     position = dt.transaction_version(f"eos:{topic}:0")
     assert position is not None
@@ -128,9 +110,7 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     assert "nothing was committed" in line, line
     assert (DeltaTable(table).version(), bronze_keys(table)) == before
     with pytest.raises(DataLossError, match=rf"\[{position}, {cut}\)"):
-        ingest_bronze(
-            spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-        )
+        bench.ingest(spark, topic)
     # The lag sensor launches no run that would stop at the loss; it says why and what to do.
     lake = LakeResource(root=lake_root)
     tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
@@ -190,8 +170,8 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
     want = kept(sent, OffsetRange(topic, 0, position, cut))
     lost_records = len(committed_truth(sent)) - len(want)
     doubled = len(got) - len(set(got))
-    ledger.record("records deleted before ingest, default run", 1, 0, 0, "run stopped")
-    ledger.record(
+    bench.ledger.record("records deleted before ingest, default run", 1, 0, 0, "run stopped")
+    bench.ledger.record(
         "records deleted before ingest, accepted",
         1,
         len(want - set(got)),
@@ -202,35 +182,30 @@ def test_loss_stops_the_run_until_accepted_then_every_later_record_lands_once(
 
 
 def test_accepted_loss_with_nothing_after_it_still_moves_the_position(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    table: str,
+    spark: SparkSession, bench: Bench, lake_root: str
 ) -> None:
-    topic = make_topic(partitions=1)
-    send_transaction(kafka_bootstrap, topic, batch(5, 1))
-    config = {"bootstrap.servers": kafka_bootstrap}
-    assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version == 1
-    position = DeltaTable(table).transaction_version(f"eos:{topic}:0")
+    topic = bench.topic(partitions=1)
+    send_transaction(bench.bootstrap, topic, batch(5, 1))
+    assert bench.ingest(spark, topic).version == 1
+    position = DeltaTable(bench.table).transaction_version(f"eos:{topic}:0")
     assert position is not None
-    sent = send_transaction(kafka_bootstrap, topic, batch(8, 1, first=5))
+    sent = send_transaction(bench.bootstrap, topic, batch(8, 1, first=5))
     end = offsets_of(sent, 0)[-1] + 2  # past the commit marker: the whole partition
-    delete_before(kafka_bootstrap, topic, 0, end)
+    delete_before(bench.bootstrap, topic, 0, end)
 
-    accepted = materialize(kafka_bootstrap, topic, lake_root, ACCEPT)
+    accepted = materialize(bench.bootstrap, topic, lake_root, ACCEPT)
     assert accepted.success
     m = materialized(accepted)
     assert (m["records"], m["lost_offsets"], m["delta_version"]) == (0, end - position, 2)
-    assert DeltaTable(table).transaction_version(f"eos:{topic}:0") == end
-    assert ingest_history(table)[-1]["eos.lost"] == [
+    assert DeltaTable(bench.table).transaction_version(f"eos:{topic}:0") == end
+    assert ingest_history(bench.table)[-1]["eos.lost"] == [
         {"topic": topic, "partition": 0, "start": position, "end": end}
     ]
     assert evaluations(accepted)[checks.OFFSETS_CONTIGUOUS].passed
     assert evaluations(accepted)[checks.KAFKA_AUDIT].passed
     # The loss is behind the table now: the next run has nothing to do and does not fail.
-    assert ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract).version is None
-    assert len(rows(table)) == 5
+    assert bench.ingest(spark, topic).version is None
+    assert len(rows(bench.table)) == 5
 
 
 def test_a_range_deleted_while_it_is_read_fails_the_reader(
@@ -248,18 +223,12 @@ def test_a_range_deleted_while_it_is_read_fails_the_reader(
 
 
 def test_records_deleted_between_plan_and_read_fail_the_run_and_commit_nothing(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    table: str,
-    tmp_path: Path,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench, tmp_path: Path
 ) -> None:
-    topic = make_topic(partitions=1)
+    kafka_bootstrap, table = bench.bootstrap, bench.table
+    topic = bench.topic(partitions=1)
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
-    assert ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    ).version
+    assert bench.ingest(spark, topic).version
     position = DeltaTable(table).transaction_version(f"eos:{topic}:0")
     sent = send_transaction(kafka_bootstrap, topic, batch(20, 1, first=10))
     cut = offsets_of(sent, 0)[10]
@@ -267,14 +236,12 @@ def test_records_deleted_between_plan_and_read_fail_the_run_and_commit_nothing(
 
     gate = tmp_path / "gate"
     gate.mkdir()
-    run = start_ingest(kafka_bootstrap, topic, table, pause_at=faults.AFTER_PLAN, pause_dir=gate)
-    wait_for_files(gate, f"{faults.AFTER_PLAN}-*.ready", 1, 180, run)
+    run = bench.start_paused(topic, faults.AFTER_PLAN, gate, 180)
     delete_before(kafka_bootstrap, topic, 0, cut)
-    (gate / faults.RELEASE).touch()
-    run = finish(run)
+    run = release(gate, run)
     assert run.returncode == FAILED and run.outcome, run.tail()
     assert run.outcome["kind"] == "DataLossError", run.outcome
     error = run.outcome["error"]
     assert one_line(error) and f"{topic}[0] offsets [{position}, {cut})" in error, error
     assert (DeltaTable(table).version(), bronze_keys(table)) == before, "nothing committed"
-    ledger.record("records deleted between plan and read", 1, 0, 0, "run failed, 0 committed")
+    bench.ledger.record("records deleted between plan and read", 1, 0, 0, "run failed, 0 committed")

@@ -2,21 +2,18 @@
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.maintenance import remove_orphans
 from eos_assets.lib.errors import ConfigError
-from eos_assets.lib.ingest.ingest import ingest_bronze
-from eos_assets_tests.faults.harness import Ledger, run_ingest
 from eos_assets_tests.faults.oracle import judge
+from eos_assets_tests.support.fault_bench import Bench
 
 
 def data_files(uri: str) -> set[str]:
@@ -35,23 +32,15 @@ def referenced(uri: str) -> set[str]:
 
 
 def test_crash_leftovers_are_never_read_and_vacuum_removes_only_them(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    table: str,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench
 ) -> None:
-    topic = make_topic(partitions=3)
-    summary, manifest = produced(topic, count=900, seed=81)
-    crashed = run_ingest(kafka_bootstrap, topic, table, crash_at=faults.AFTER_FILES)
-    assert crashed.killed, crashed.tail()
+    table = bench.table
+    topic, summary, manifest = bench.topic_with(partitions=3, count=900, seed=81)
+    bench.crash(topic, faults.AFTER_FILES)
     orphans = data_files(table)
     assert len(orphans) == 3 and not referenced(table), "one written, uncommitted file per range"
 
-    ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    )
+    bench.ingest(spark, topic)
     committed = referenced(table)
     assert committed and not committed & orphans and data_files(table) == committed | orphans
 
@@ -75,12 +64,9 @@ def test_crash_leftovers_are_never_read_and_vacuum_removes_only_them(
     removed = remove_orphans(table, older_than_hours=24)
     assert set(removed) == orphans, removed
     assert data_files(table) == committed, "committed files stay, old or not"
-    after = judge(table, manifest)
-    ledger.record(
+    after = bench.score(
         "orphan files from a crash after_files",
-        1,
-        after.lost,
-        after.doubled,
+        manifest,
         f"{len(orphans)} orphans never read, removed by remove_orphans",
     )
     assert after.exact, f"after remove_orphans: {after}"

@@ -8,53 +8,23 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import read_manifest
-from eos_assets.lib.ingest.ingest import ingest_bronze
 from eos_assets.lib.kafka.lag import measure_lag
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.faults.harness import Ledger
-from eos_assets_tests.faults.oracle import bronze_keys, judge, overlaps
+from eos_assets_tests.faults.oracle import bronze_keys, overlaps
+from eos_assets_tests.support.committed import open_records
+from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.lag_ticker import Ticker, observed, skip_reason
 
 EOS_ASSETS = str(Path(sys.executable).parent / "eos-assets")
-
-
-def open_records(bootstrap: str, topic: str, partitions: int) -> int:
-    """Records past the last stable offset: what open transactions hold back from readers."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "fencing", "isolation.level": "read_committed"}
-    )
-    try:
-        stable = [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
-            for p in range(partitions)
-        ]
-    finally:
-        consumer.close()
-    uncommitted = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "fencing",
-            "isolation.level": "read_uncommitted",
-        }
-    )
-    try:
-        high = [
-            uncommitted.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
-            for p in range(partitions)
-        ]
-    finally:
-        uncommitted.close()
-    return sum(h - s for h, s in zip(high, stable, strict=True))
 
 
 def everything_in_the_log(bootstrap: str, topic: str, partitions: int) -> set[tuple[int, int]]:
@@ -100,7 +70,7 @@ def kill_mid_transaction(
         while not (
             manifest.exists()
             and len(manifest.read_text().splitlines()) >= 1200
-            and 20 <= open_records(bootstrap, topic, 2) < 200
+            and 20 <= open_records(bootstrap, topic) < 200
         ):
             assert zombie.poll() is None, zombie.communicate()
             assert time.monotonic() < deadline, "the producer never got going"
@@ -111,49 +81,45 @@ def kill_mid_transaction(
         zombie.communicate()
 
 
+def unknown_and_landed(
+    bench: Bench, topic: str, manifest: list[dict[str, Any]]
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """(partition, offset) of the records in the log that ``manifest`` does not name (a dead
+    producer's), and of every record in bronze."""
+    known = {(line["partition"], line["offset"]) for line in manifest}
+    unknown = everything_in_the_log(bench.bootstrap, topic, 2) - known
+    return unknown, {(p, o) for _, p, o, _ in bronze_keys(bench.table)}
+
+
 def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_land(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    table: str,
-    tmp_path: Path,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench, tmp_path: Path
 ) -> None:
-    topic = make_topic(partitions=2)
+    kafka_bootstrap, table = bench.bootstrap, bench.table
+    topic = bench.topic(partitions=2)
     tid = f"fencing-{uuid.uuid4().hex[:8]}"
     first = tmp_path / "first.jsonl"
     kill_mid_transaction(kafka_bootstrap, topic, tid, first, tmp_path)
-    stuck = open_records(kafka_bootstrap, topic, 2)
+    stuck = open_records(kafka_bootstrap, topic)
     assert stuck > 0, "the killed producer must have left a transaction open"
     time.sleep(0.5)
     # Its timeout is a minute (the default): only the restart below can end it sooner.
-    assert open_records(kafka_bootstrap, topic, 2) == stuck, "the transaction is still open"
+    assert open_records(kafka_bootstrap, topic) == stuck, "the transaction is still open"
 
     manifest = read_manifest(first)
-    held_back = ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    )
+    held_back = bench.ingest(spark, topic)
     assert held_back.records == len(manifest), "readers stop at the open transaction"
 
     # The successor: same transactional.id; its init_transactions fences and aborts.
-    manifest += produced(
+    manifest += bench.produce(
         topic, count=800, seed=52, transactional_id=tid, abort_ratio=0.0, transaction_size=200
     )[1]
-    assert open_records(kafka_bootstrap, topic, 2) == 0, "the zombie's transaction is aborted"
-    ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    )
+    assert open_records(kafka_bootstrap, topic) == 0, "the zombie's transaction is aborted"
+    bench.ingest(spark, topic)
 
-    known = {(line["partition"], line["offset"]) for line in manifest}
-    zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known
-    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
-    verdict = judge(table, manifest)
-    ledger.record(
+    zombie_records, landed = unknown_and_landed(bench, topic, manifest)
+    verdict = bench.score(
         "producer SIGKILL mid-transaction, restart same id",
-        1,
-        verdict.lost,
-        verdict.doubled,
+        manifest,
         f"{len(zombie_records)} open records fenced, 0 in bronze",
     )
     assert len(zombie_records) >= stuck, "the open transaction's records are in the log"
@@ -162,18 +128,11 @@ def test_killed_producer_is_fenced_by_its_restart_and_its_open_records_never_lan
     assert not overlaps(table), overlaps(table)
 
 
-def test_a_live_zombie_cannot_commit_after_it_is_fenced(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    table: str,
-    ledger: Ledger,
-) -> None:
-    topic = make_topic(partitions=2)
+def test_a_live_zombie_cannot_commit_after_it_is_fenced(spark: SparkSession, bench: Bench) -> None:
+    topic = bench.topic(partitions=2)
     tid = f"zombie-{uuid.uuid4().hex[:8]}"
     zombie = Producer(
-        {"bootstrap.servers": kafka_bootstrap, "transactional.id": tid, "enable.idempotence": True}
+        {"bootstrap.servers": bench.bootstrap, "transactional.id": tid, "enable.idempotence": True}
     )
     sent: list[tuple[int, int]] = []
 
@@ -187,32 +146,21 @@ def test_a_live_zombie_cannot_commit_after_it_is_fenced(
         zombie.produce(topic, value=b'{"zombie": %d}' % i, key=b"z", on_delivery=delivered)
     assert zombie.flush(30) == 0 and len(sent) == 40
 
-    manifest = produced(topic, count=500, seed=61, transactional_id=tid, abort_ratio=0.0)[1]
+    manifest = bench.produce(topic, count=500, seed=61, transactional_id=tid, abort_ratio=0.0)[1]
     with pytest.raises(KafkaException) as refused:
         zombie.commit_transaction(30)
     error = refused.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
 
-    ingest_bronze(
-        spark, table, [topic], {"bootstrap.servers": kafka_bootstrap}, contract=ORDERS.contract
-    )
-    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
-    verdict = judge(table, manifest)
-    ledger.record(
-        "live zombie producer fenced", 1, verdict.lost, verdict.doubled, "its commit refused"
-    )
+    bench.ingest(spark, topic)
+    landed = {(p, o) for _, p, o, _ in bronze_keys(bench.table)}
+    verdict = bench.score("live zombie producer fenced", manifest, "its commit refused")
     assert not set(sent) & landed, "the zombie's records reached bronze"
     assert verdict.exact, f"after fencing a live zombie: {verdict}"
 
 
 def test_killed_producer_is_aborted_by_its_transaction_timeout(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    produced: Callable,
-    table: str,
-    tmp_path: Path,
-    ledger: Ledger,
+    spark: SparkSession, bench: Bench, tmp_path: Path
 ) -> None:
     """Nobody restarts it: the broker aborts its transaction after ``transaction.timeout.ms``.
 
@@ -220,7 +168,8 @@ def test_killed_producer_is_aborted_by_its_transaction_timeout(
     readers (lag shows the stall and why); then the last stable offset moves on and the
     ingest takes every committed record, and none of the dead producer's open ones.
     """
-    topic = make_topic(partitions=2)
+    kafka_bootstrap, table = bench.bootstrap, bench.table
+    topic = bench.topic(partitions=2)
     first = tmp_path / "first.jsonl"
     timeout_ms = 20_000
     kill_mid_transaction(
@@ -231,7 +180,7 @@ def test_killed_producer_is_aborted_by_its_transaction_timeout(
     manifest = read_manifest(first)
     config = {"bootstrap.servers": kafka_bootstrap}
     stalled = [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
-    early = ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
+    early = bench.ingest(spark, topic)
     lake = LakeResource(root=str(Path(table).parents[1]))
     tick = Ticker(KafkaResource(bootstrap_servers=kafka_bootstrap, topics=[topic]), lake).tick()
     in_time = time.monotonic() - killed_at < timeout_ms / 1000
@@ -242,24 +191,19 @@ def test_killed_producer_is_aborted_by_its_transaction_timeout(
         assert "an open transaction holds" in skip_reason(tick), skip_reason(tick)
         assert observed(tick)["held_back_total"] > 0
     # Another producer commits after the open transaction: held back behind it for now.
-    manifest += produced(topic, count=200, seed=71, abort_ratio=0.0, transaction_size=100)[1]
+    manifest += bench.produce(topic, count=200, seed=71, abort_ratio=0.0, transaction_size=100)[1]
 
     deadline = time.monotonic() + 60
-    while open_records(kafka_bootstrap, topic, 2):
+    while open_records(kafka_bootstrap, topic):
         assert time.monotonic() < deadline, "the broker never aborted the dead transaction"
         time.sleep(0.2)
     assert not [lg for lg in measure_lag(config, [topic], table, with_age=False) if lg.held_back]
-    ingest_bronze(spark, table, [topic], config, contract=ORDERS.contract)
+    bench.ingest(spark, topic)
 
-    known = {(line["partition"], line["offset"]) for line in manifest}
-    zombie_records = everything_in_the_log(kafka_bootstrap, topic, 2) - known
-    landed = {(p, o) for _, p, o, _ in bronze_keys(table)}
-    verdict = judge(table, manifest)
-    ledger.record(
+    zombie_records, landed = unknown_and_landed(bench, topic, manifest)
+    verdict = bench.score(
         "producer SIGKILL mid-transaction, no restart",
-        1,
-        verdict.lost,
-        verdict.doubled,
+        manifest,
         f"aborted by its timeout; {early.records} ingested during the stall"
         + ("; the sensor named it" if in_time else "; stall not checked (slow machine)"),
     )

@@ -3,7 +3,7 @@ mid-derived step, the server killed under a run, two runs at once on one server.
 
 Every run is the product's own: ``dagster job execute`` of ``eos_assets.definitions`` in a
 process of its own, with ``EOS_SPARK_CONNECT=local`` and the product's local instance
-(``deploy/dagster.local.yaml``), against one real server per module (``eos-assets spark up``)
+(``deploy/dagster.local.yaml``), against the session's one real server (``eos-assets spark up``)
 and the session's broker. Bronze is judged against the producer's manifest (``oracle.judge``),
 silver, gold and DuckDB against the derived-table oracle (``eos_assets_tests.support.oracle``).
 """
@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +34,7 @@ from eos_assets_tests.faults.harness import (
     STARTED,
     Ledger,
     Run,
+    fault_env,
     one_line,
     reap_group,
     wait_for_files,
@@ -53,13 +54,10 @@ MIX: dict[str, Any] = {"duplicate_ratio": 0.05, "late_ratio": 0.05, "start_time"
 RUN_TIMEOUT_S = 240.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """State folder of the module's one Spark Connect server (2 task slots); stopped at the end."""
-    state = tmp_path_factory.mktemp("spark-server-faults")
-    spark_server.up(state, "local[2]")
-    yield state
-    spark_server.down(state)
+@pytest.fixture
+def server(spark_server_state: Path) -> Path:
+    """State folder of the session's Spark Connect server (2 task slots), running."""
+    return spark_server_state
 
 
 @dataclass
@@ -87,21 +85,21 @@ class Deployment:
     def start(self, job: str, **fault: str) -> DagsterRun:
         """Start one run of ``job`` in a process group of its own; ``fault`` is
         ``crash_at=...`` or ``pause_at=..., pause_dir=...``."""
-        env = dict(self.env)
-        if "crash_at" in fault:
-            env[faults.CRASH_ENV] = fault["crash_at"]
-        if "pause_at" in fault:
-            env[faults.PAUSE_ENV] = fault["pause_at"]
-            env[faults.PAUSE_DIR_ENV] = fault["pause_dir"]
         command = [DAGSTER, "job", "execute", "-m", "eos_assets.definitions", "-j", job]
         if job == STREAM_JOB:
             command += ["-c", str(self.config)]
+        return self.launch(command, **fault)
+
+    def launch(self, command: list[str], **fault: str) -> DagsterRun:
+        """Start ``command`` (a ``dagster job execute``) in this deployment's environment, in a
+        process group of its own, its output to a new log file; ``fault`` as for ``start``."""
         log = self.logs / f"run-{len(list(self.logs.iterdir()))}.log"
         # A file, not a pipe: a paused run must not block on a full pipe of Dagster's log.
         with log.open("w") as out:
             proc = subprocess.Popen(
-                command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                command, cwd=REPO, env=fault_env(**fault, base=self.env),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,
             )  # fmt: skip
         run = DagsterRun(proc, log=log)
         STARTED.append(run)
@@ -298,12 +296,7 @@ def test_two_runs_at_once_on_one_server_leave_exact_tables(
     runs = [d.start(STREAM_JOB), d.start(STREAM_JOB)]
     for run in runs:
         finish(run)
-    first, second = outcomes(d.home)
-    assert first.started < second.ended and second.started < first.ended, "the runs overlapped"
-    for run, outcome in zip(runs, (first, second), strict=True):
-        assert outcome.status == dg.DagsterRunStatus.SUCCESS or outcome.one_line_failures, (
-            f"{outcome.failures}\n{run.tail()}"
-        )
+    first, second = overlapped_and_ended_well(runs, d.home)
     ok = [o.status == dg.DagsterRunStatus.SUCCESS for o in (first, second)]
     assert any(ok), f"neither run finished: {first.failures} {second.failures}"
     if not all(ok):
@@ -313,6 +306,18 @@ def test_two_runs_at_once_on_one_server_leave_exact_tables(
         "2 stream runs at once on one Spark server", 1, lost, doubled,
         f"{sum(ok)} of 2 succeeded" + ("" if all(ok) else ", the other failed in one line"),
     )  # fmt: skip
+
+
+def overlapped_and_ended_well(runs: list[DagsterRun], home: Path) -> tuple[Outcome, Outcome]:
+    """The outcomes of the two ``runs`` of the instance at ``home``: they overlapped, and each
+    succeeded or failed in one line."""
+    first, second = outcomes(home)
+    assert first.started < second.ended and second.started < first.ended, "the runs overlapped"
+    for run, outcome in zip(runs, (first, second), strict=True):
+        assert outcome.status == dg.DagsterRunStatus.SUCCESS or outcome.one_line_failures, (
+            f"{outcome.failures}\n{run.tail()}"
+        )
+    return first, second
 
 
 def kill_server_under(

@@ -2,17 +2,23 @@
 (``support.s3``), and one Spark Connect server per session started with the lake's variables
 (s3a jars and settings)."""
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
 from eos_assets.devkit import s3server
 from eos_assets.lib.spark import spark_server
+from eos_assets.settings import Settings
 
-# The fault suite's fixtures: its product producer, its ledger, no ingest outliving a test.
+# The fault suite's fixtures: its product producer, its ledger, its bench, no ingest outliving
+# a test.
 from eos_assets_tests.faults.conftest import _no_stray_ingests as _no_stray_ingests
+from eos_assets_tests.faults.conftest import bench as bench
 from eos_assets_tests.faults.conftest import ledger as ledger
 from eos_assets_tests.faults.conftest import produced as produced
+from eos_assets_tests.faults.conftest import table as table
+from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.s3 import lake_env
 
 
@@ -36,3 +42,11 @@ def s3_spark(s3_server: s3server.S3Info, tmp_path_factory: pytest.TempPathFactor
         info = spark_server.start_server(tmp_path_factory.mktemp("spark-s3"), "local[2]")
     yield info.run_url()
     spark_server.stop_server(info)
+
+
+@pytest.fixture
+def s3_bench(bench: Bench, s3_lake: str, s3_spark: str) -> Bench:
+    """The fault suite's bench with its bronze table in the lake on S3, and every ingest
+    process a session of the Spark Connect server of that lake."""
+    uri = Settings(lake_root=s3_lake).table_uri("orders", "bronze", "raw_events")
+    return dataclasses.replace(bench, table=uri, remote=s3_spark)

@@ -1,4 +1,5 @@
-"""What a read_committed consumer sees of a topic: every record, read to the end."""
+"""What a read_committed consumer sees of a topic: every record, read to the end, and how many
+records open transactions hold back from it."""
 
 import logging
 import time
@@ -67,3 +68,22 @@ def read_committed_records(
         return records
     finally:
         consumer.close()
+
+
+def open_records(bootstrap: str, topic: str) -> int:
+    """Records past the last stable offset of every partition of ``topic``: what open
+    transactions hold back from read_committed readers."""
+    total = 0
+    # The stable offsets first: a commit between the two reads cannot make the count negative.
+    for isolation, sign in (("read_committed", -1), ("read_uncommitted", 1)):
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "open", "isolation.level": isolation}
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            for p in partitions:
+                tp = TopicPartition(topic, p)
+                total += sign * consumer.get_watermark_offsets(tp, 10, cached=False)[1]
+        finally:
+            consumer.close()
+    return total
