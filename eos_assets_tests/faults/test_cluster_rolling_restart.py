@@ -9,7 +9,6 @@ run the sensor launched succeeds, none of its ticks fails, and bronze holds ever
 producer saw committed exactly once and none of the aborted ones (the oracle).
 """
 
-import contextlib
 import itertools
 import threading
 import time
@@ -19,7 +18,6 @@ from typing import Any
 
 from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
-from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.faults.oracle import judge, overlaps
 from eos_assets_tests.support import dagster_dev
@@ -46,12 +44,6 @@ def _produce_until(
         produce(bootstrap, options, path)
         lines += read_manifest(path)
     raise AssertionError("unreachable")
-
-
-def _stop_server(starting: Background, state: Path) -> None:
-    """Stop the Spark server once its start has ended, whether it started or not."""
-    starting.join(180)
-    spark_server.down(state)
 
 
 def _runs(dev: dagster_dev.DevProcess) -> list[dict]:
@@ -91,7 +83,7 @@ def _caught_up(dev: dagster_dev.DevProcess, table: str, manifest: list[dict[str,
 
 
 def test_a_rolling_restart_under_dagster_dev_fails_no_run_and_loses_nothing(
-    kafka_cluster: LiveCluster, tmp_path: Path, ledger: Ledger
+    kafka_cluster: LiveCluster, spark_server_state: Path, tmp_path: Path, ledger: Ledger
 ) -> None:
     topic = f"orders-rolling-{uuid.uuid4().hex[:8]}"
     broker.ensure_topic(kafka_cluster.bootstrap, topic, 3)
@@ -102,7 +94,9 @@ def test_a_rolling_restart_under_dagster_dev_fails_no_run_and_loses_nothing(
         "EOS_TOPICS": topic,
         "EOS_LAKE_ROOT": str(lake),
         "EOS_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-        "EOS_STATE_DIR": str(tmp_path / "state"),
+        # Runs share the session's warm Spark server (as `eos-assets spark up` serves them): a
+        # run takes seconds, so the sensor launches several while the nodes restart.
+        "EOS_STATE_DIR": str(spark_server_state),
         "EOS_SPARK_CONNECT": "local",
         "EOS_AGG_OUT_TOPIC": f"{topic}-out",
         # Any lag launches an ingest at the next tick; the mix has 2 % malformed records.
@@ -113,16 +107,9 @@ def test_a_rolling_restart_under_dagster_dev_fails_no_run_and_loses_nothing(
     manifests.mkdir()
     stop = threading.Event()
     restarts: list[tuple[float, float]] = []
-    # Runs share one warm Spark server (as `eos-assets spark up` serves them): a run takes
-    # seconds, so the sensor launches several while the nodes restart.
-    server = Background(lambda: spark_server.up(tmp_path / "state", "local[2]"))
-    with contextlib.ExitStack() as stack:
-        stack.callback(_stop_server, server, tmp_path / "state")
-        dev = stack.enter_context(dagster_dev.running(tmp_path, settings))
+    with dagster_dev.running(tmp_path, settings) as dev:
         # Silver and gold follow in the sensor's own runs; automation would add runs of its own.
         dagster_dev.stop_sensor(dev, dagster_dev.DOWNSTREAM_SENSOR)
-        server.join(180)
-        server.result()
         producer = Background(
             lambda: _produce_until(stop, kafka_cluster.bootstrap, topic, manifests)
         )
