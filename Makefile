@@ -98,9 +98,14 @@ postgres:
 
 # Each test's setup, call and teardown seconds go to $(TEST_OUTPUT)/durations.tsv (slowest
 # first, then each module's total); the 40 slowest are printed at the end as well.
+# TEST_WORKERS processes run the tests (pytest-xdist; 0: one process): the fault tests stay in
+# one worker, one after another, with every test of the cluster and of the Spark server; the S3
+# server's tests in one worker; a module's tests in one (eos_assets_tests/conftest.py).
 TEST_OUTPUT := .eos/test-output
+TEST_WORKERS ?= 2
 test: spark-archive chromium postgres
-	$(BIN)/pytest --durations=40 --durations-file=$(TEST_OUTPUT)/durations.tsv
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 \
+	  --durations-file=$(TEST_OUTPUT)/durations.tsv
 
 # The fast tier: the pure units, no Kafka, Spark, Spark server, dagster dev or browser (tests
 # marked `services` or `slow` are left out; `make test` runs everything).

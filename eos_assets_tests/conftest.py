@@ -48,13 +48,31 @@ SERVICE_MODULES = frozenset(
 )
 
 
+# Worker groups of ``pytest -n N --dist loadgroup`` (``make test``): the fault tests, with every
+# test of the session's cluster or Spark server, run one after another in one worker (the
+# services start once, and no two fault scenarios share the cores); the tests of the S3 server
+# in one worker; every other test in the worker of its module, which starts its fixtures once.
+SERIAL_FIXTURES = frozenset({"kafka_cluster", "spark_server_state"})
+
+
+def worker_group(item: pytest.Item, fixtures: set[str]) -> str:
+    """The worker group of a test."""
+    module = item.nodeid.split("::")[0]
+    if module.startswith("eos_assets_tests/faults/") or SERIAL_FIXTURES & fixtures:
+        return "faults"
+    return "s3" if "s3_server" in fixtures else module
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that needs a service (``make test-fast`` runs the others)."""
+    """Mark every test that needs a service (``make test-fast`` runs the others), and name the
+    worker group of each (used only when the tests run in parallel workers)."""
     for item in items:
         module = getattr(item, "module", None)
         own = module is not None and module.__name__.rpartition(".")[2] in SERVICE_MODULES
-        if own or SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures: set[str] = set(getattr(item, "fixturenames", ()))
+        if own or SERVICE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.services)
+        item.add_marker(pytest.mark.xdist_group(worker_group(item, fixtures)))
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +143,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     without the rest of the interpreter's shutdown: there, DuckDB's bindings (nanobind) list
     every object the shutdown did not free, hundreds of lines that push pytest's summary of
     failures out of a log's tail."""
-    if _EXIT_STATUS:
+    if _EXIT_STATUS and not hasattr(config, "workerinput"):  # a parallel worker ends as usual
         atexit._run_exitfuncs()  # what the shutdown would run first
         sys.stdout.flush()
         sys.stderr.flush()

@@ -56,5 +56,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("durations_file")
-    if path:
+    # In parallel workers (pytest-xdist) the controller gets every report and writes the file.
+    if path and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Durations(Path(path)), "eos-durations")
