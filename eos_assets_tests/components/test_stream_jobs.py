@@ -7,24 +7,17 @@ stream's graph alone. Real broker, Spark, Delta and DuckDB.
 """
 
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 from confluent_kafka.admin import AdminClient
-from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 
 from eos_assets.components import builtin
 from eos_assets.defs import jobs
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.spark.spark_env import spark_config
-from eos_assets.resources.alerts import AlertsResource
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
-from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.components.test_third_stream import readings
+from eos_assets_tests.support import graph
 from eos_assets_tests.support.declared import Loader, produce_json
 
 
@@ -49,16 +42,9 @@ def _definitions(
     """The declared streams with the jobs over all of them, on the test's resources."""
     streams = [Stream.of(model) for model in models]
     tables = [key for model in models for key in builtin.tables(model)]
-    resources: Mapping[str, Any] = {
-        "alerts": AlertsResource(),
-        "kafka": KafkaResource(bootstrap_servers=bootstrap),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-        "warehouse": WarehouseResource(path=str(warehouse)),
-    }
     shared = dg.Definitions(
         jobs=jobs.build_jobs(streams, tables),
-        resources=dict(resources),
+        resources=graph.resources(bootstrap, None, lake_root, warehouse),
         executor=dg.in_process_executor,
     )
     return dg.Definitions.merge(declared, shared)

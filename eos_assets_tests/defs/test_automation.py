@@ -1,13 +1,10 @@
 """Declarative automation: silver and gold follow bronze only once its blocking check passed."""
 
-from collections.abc import Set as AbstractSet
-
 import dagster as dg
 import pytest
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-from dagster._core.utils import make_new_run_id
 
 from eos_assets.definitions import defs
+from eos_assets_tests.support.instance_runs import materialized_in, started_run
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
     EVENTS,
@@ -109,30 +106,6 @@ def test_a_run_that_materialized_everything_with_its_checks_leaves_nothing_to_re
     assert EVENT_ID_UNIQUE_KEY in got and ORDER_STATE in got
 
 
-def _run_of(
-    instance: dg.DagsterInstance,
-    assets: AbstractSet[dg.AssetKey],
-    checks: AbstractSet[dg.AssetCheckKey] | None,
-) -> dg.DagsterRun:
-    run = dg.DagsterRun(
-        job_name="ingest_and_refresh",
-        run_id=make_new_run_id(),
-        status=dg.DagsterRunStatus.STARTED,
-        asset_selection=frozenset(assets) if checks is not None else None,
-        asset_check_selection=frozenset(checks) if checks is not None else None,
-    )
-    return instance.add_run(run)
-
-
-def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
-    event = DagsterEvent(
-        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
-        job_name=run.job_name,
-        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
-    )
-    instance.report_dagster_event(event, run_id=run.run_id)
-
-
 @pytest.mark.parametrize("named", [True, False])
 def test_a_tick_inside_a_lag_sensor_run_requests_no_check_that_run_will_evaluate(
     named: bool,
@@ -144,12 +117,12 @@ def test_a_tick_inside_a_lag_sensor_run_requests_no_check_that_run_will_evaluate
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     selection = stream_job.selection
     assets, checks = selection.resolve(graph), selection.resolve_checks(graph)
-    run = _run_of(instance, assets, checks if named else None)
-    _materialized_in(instance, run, RAW_EVENTS)
+    run = started_run(instance, "ingest_and_refresh", assets, checks if named else None)
+    materialized_in(instance, run, RAW_EVENTS)
     instance.report_runless_asset_event(
         dg.AssetCheckEvaluation(asset_key=RAW_EVENTS, check_name=OFFSETS_CONTIGUOUS, passed=True)
     )
-    _materialized_in(instance, run, EVENTS)  # its check event_id_unique comes next in the run
+    materialized_in(instance, run, EVENTS)  # its check event_id_unique comes next in the run
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=result.cursor)
     if named:
         assert requested(result) == set()

@@ -25,8 +25,8 @@ from eos_assets.demo_continuous import run_continuous_demo
 from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit.manifest import read_manifest
 from eos_assets.streams import declaration
-from eos_assets_tests.support import graph
-from eos_assets_tests.support.continuous import assert_kpi_path, sent
+from eos_assets_tests.support.continuous import assert_kpi_path
+from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.oracle import expected
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
@@ -66,16 +66,11 @@ def events_of(
 
 
 def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    tmp_path: Path,
+    orders_graph: OrdersGraph,
 ) -> None:
-    topic = make_topic(partitions=3)
-    manifests = [sent(kafka_bootstrap, topic, 600, 7, tmp_path, **MIX)]
-    warehouse = tmp_path / "serving.duckdb"
-    defs = continuous_defs(graph.resources(kafka_bootstrap, topic, lake_root, warehouse))
+    lake_root, warehouse = orders_graph.lake_root, orders_graph.warehouse
+    manifests = [orders_graph.send("first", count=600, seed=7, **MIX)]
+    defs = continuous_defs(orders_graph.resources)
     job = defs.resolve_job_def(JOB)
     with dg.instance_for_test() as instance:
         # Bounded by batches: two of at most 450 offsets each (about 620 are pending).
@@ -113,7 +108,7 @@ def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
         assert_kpi_path(lake_root, expected(manifests, WINDOW, GRACE), warehouse)
 
         # Bounded by time: the next run takes what is pending, then idles until its end.
-        manifests.append(sent(kafka_bootstrap, topic, 100, 8, tmp_path, **MIX))
+        manifests.append(orders_graph.send("second", count=100, seed=8, **MIX))
         second = job.execute_in_process(run_config=run_config(max_seconds=4.0), instance=instance)
         assert second.success
         assert second.output_for_node("orders_kpi_batches") == 1

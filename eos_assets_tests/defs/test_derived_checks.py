@@ -17,13 +17,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta import delta_io
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.support import graph
 from eos_assets_tests.support import orders as derived_checks
 from eos_assets_tests.support.bronze_runs import evaluate
+from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.orders import EVENTS, WINDOW_AGGREGATES, events, window_aggregates
 
 WINDOWS_OP = WINDOW_AGGREGATES.to_python_identifier()
@@ -56,26 +56,17 @@ def built(
     spark: SparkSession, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Lake:
     """Bronze to DuckDB, materialized from a stream spanning several 1-minute windows."""
-    root = tmp_path_factory.mktemp("derived")
-    topic = f"derived-checks-{uuid.uuid4().hex[:8]}"
-    options = ProduceOptions(
-        topic=topic,
-        count=600,
-        seed=5,
-        partitions=3,
-        rate=0,
-        start_time=START,
-        transaction_size=100,
-        duplicate_ratio=0.05,
-        late_ratio=0.03,
-        abort_ratio=0.1,
-        malformed_ratio=0.02,
+    folder = tmp_path_factory.mktemp("derived")
+    orders = OrdersGraph.in_folder(
+        kafka_bootstrap, f"derived-checks-{uuid.uuid4().hex[:8]}", folder
     )
-    produce(kafka_bootstrap, options, root / "manifest.jsonl")
-    lake = Lake(root / "lake", root / "serving.duckdb", topic)
-    res = graph.resources(kafka_bootstrap, topic, str(lake.root), lake.warehouse)
-    graph.materialize(graph.ALL, res, graph.window_config(1.0, 1.0))
-    return lake
+    orders.send(
+        "manifest", count=600, seed=5, partitions=3, rate=0, start_time=START,
+        transaction_size=100, duplicate_ratio=0.05, late_ratio=0.03, abort_ratio=0.1,
+        malformed_ratio=0.02,
+    )  # fmt: skip
+    orders.materialize(graph.ALL, graph.window_config(1.0, 1.0))
+    return Lake(Path(orders.lake_root), orders.warehouse, orders.topic)
 
 
 @pytest.fixture

@@ -3,19 +3,17 @@ incremental assets downstream neither re-read compacted rows nor miss new ones."
 
 import os
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
 
-from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib.delta import delta_io
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support import graph
+from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.oracle import expected
 from eos_assets_tests.support.orders import EVENTS, RAW_EVENTS, TABLES, maintenance_job
 
@@ -33,33 +31,21 @@ def snapshot(lake: LakeResource) -> dict[str, list[Any]]:
 
 
 def test_maintenance_compacts_vacuums_checkpoints_and_loses_nothing(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    tmp_path: Path,
+    orders_graph: OrdersGraph,
 ) -> None:
-    topic = make_topic(partitions=3)
-    res = graph.resources(kafka_bootstrap, topic, lake_root, tmp_path / "serving.duckdb")
     config = graph.window_config(WINDOW.total_seconds() / 60, GRACE.total_seconds() / 60)
-    lake = LakeResource(root=lake_root)
+    lake = LakeResource(root=orders_graph.lake_root)
+    mix = {"duplicate_ratio": 0.05, "abort_ratio": 0.1, "malformed_ratio": 0.02}
     batches: list[list[dict[str, Any]]] = []
     for number in range(3):
-        manifest = tmp_path / f"batch-{number}.jsonl"
-        options = ProduceOptions(
-            topic=topic,
-            count=600,
-            seed=40 + number,
-            start_time=START + timedelta(seconds=120 * number),
-            duplicate_ratio=0.05,
-            abort_ratio=0.1,
-            malformed_ratio=0.02,
-            transaction_size=100,
-            partitions=3,
-        )
-        produce(kafka_bootstrap, options, manifest)
-        batches.append(read_manifest(manifest))
-        graph.materialize(graph.ALL, res, config)
+        start = START + timedelta(seconds=120 * number)
+        batches.append(
+            orders_graph.send(
+                f"batch-{number}", count=600, seed=40 + number, start_time=start,
+                transaction_size=100, partitions=3, **mix,
+            )
+        )  # fmt: skip
+        orders_graph.materialize(graph.ALL, config)
 
     bronze_uri = lake.table_uri(*RAW_EVENTS.path)
     files_before = len(DeltaTable(bronze_uri).file_uris())
@@ -85,23 +71,15 @@ def test_maintenance_compacts_vacuums_checkpoints_and_loses_nothing(
         assert list(log.glob("*.checkpoint.parquet")), f"{key.to_user_string()} has no checkpoint"
 
     # Downstream keeps going from the compacted tables: compacted rows are not fed again.
-    graph.materialize(graph.ALL, res, config)
+    orders_graph.materialize(graph.ALL, config)
     assert snapshot(lake) == before
-    manifest = tmp_path / "batch-after.jsonl"
-    produce(
-        kafka_bootstrap,
-        ProduceOptions(
-            topic=topic,
-            count=400,
-            seed=49,
-            start_time=START + timedelta(seconds=400),
-            transaction_size=100,
-            partitions=3,
-        ),
-        manifest,
+    start = START + timedelta(seconds=400)
+    batches.append(
+        orders_graph.send(
+            "batch-after", count=400, seed=49, start_time=start, transaction_size=100, partitions=3
+        )
     )
-    batches.append(read_manifest(manifest))
-    graph.materialize(graph.ALL, res, config)
+    orders_graph.materialize(graph.ALL, config)
     # The oracle numbers bronze versions by batch; maintenance commits shift them, so compare
     # what does not depend on version numbers: bronze records and silver's events, each once.
     committed = {

@@ -10,8 +10,6 @@ import dagster as dg
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the admin module's stub hides it
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-from dagster._core.utils import make_new_run_id
 from dagster._daemon.sensor import MIN_INTERVAL_LOOP_TIME  # the daemon's loop period
 from pyspark.sql import SparkSession
 
@@ -23,6 +21,7 @@ from eos_assets.lib.kafka.burrow import LagHistory
 from eos_assets.lib.spark.spark_env import QUICK_START_JIT
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.support.instance_runs import materialized_in, started_run
 from eos_assets_tests.support.lag_ticker import Ticker, observed, skip_reason, stream_job_def
 from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
@@ -113,22 +112,6 @@ def test_launches_once_skips_when_idle_and_launches_again_on_age(
     assert len(history.windows[f"{topic}:0"]) == 7 and history.requested == second.run_key
 
 
-def _started(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun:
-    run = dg.DagsterRun(
-        job_name=job_name, run_id=make_new_run_id(), status=dg.DagsterRunStatus.STARTED
-    )
-    return instance.add_run(run)
-
-
-def _materialized_in(instance: dg.DagsterInstance, run: dg.DagsterRun, key: dg.AssetKey) -> None:
-    event = DagsterEvent(
-        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
-        job_name=run.job_name,
-        event_specific_data=StepMaterializationData(dg.AssetMaterialization(key)),
-    )
-    instance.report_dagster_event(event, run_id=run.run_id)
-
-
 @pytest.fixture
 def one_partition(
     kafka_bootstrap: str,
@@ -148,27 +131,27 @@ def test_an_ingest_run_holds_the_next_one_until_it_has_committed_silver(
 ) -> None:
     ticker, topic = one_partition
     send_transaction(kafka_bootstrap, topic, batch(10, 1))
-    running = _started(ticker.instance, stream_job.name)
+    running = started_run(ticker.instance, stream_job.name)
     held = ticker.tick()
     assert skip_reason(held) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
 
     # Its bronze commit does not free the way...
-    _materialized_in(ticker.instance, running, RAW_EVENTS)
+    materialized_in(ticker.instance, running, RAW_EVENTS)
     assert skip_reason(ticker.tick()) == f"ingest run {running.run_id[:8]} is STARTED; waiting"
     # ... its silver/events commit does: the next run starts while this one computes the KPIs.
-    _materialized_in(ticker.instance, running, EVENTS)
+    materialized_in(ticker.instance, running, EVENTS)
     (request,) = ticker.tick().run_requests or []
     assert request.run_key and request.run_key.startswith("ingest-")
 
     # Past that commit a run never holds the way again, whatever later runs commit.
-    later = _started(ticker.instance, stream_job.name)
-    _materialized_in(ticker.instance, later, EVENTS)
+    later = started_run(ticker.instance, stream_job.name)
+    materialized_in(ticker.instance, later, EVENTS)
     send_transaction(kafka_bootstrap, topic, batch(10, 1, first=10))
     assert ticker.tick().run_requests
 
     # A plain ingest run holds the way until it ends.
     send_transaction(kafka_bootstrap, topic, batch(10, 1, first=20))
-    ingesting = _started(ticker.instance, ingest_job.name)
+    ingesting = started_run(ticker.instance, ingest_job.name)
     assert skip_reason(ticker.tick()) == f"ingest run {ingesting.run_id[:8]} is STARTED; waiting"
 
 

@@ -7,15 +7,11 @@ stream), late events beyond the grace period, aborted transactions and malformed
 event dates on both sides of midnight. Materializing again changes no Delta version.
 """
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-
-from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets_tests.support import graph
+from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.oracle import expected
 
 START = datetime(2026, 11, 21, 23, 57, tzinfo=UTC)  # the stream crosses midnight
@@ -23,15 +19,9 @@ WINDOW, GRACE = timedelta(minutes=1), timedelta(minutes=1)
 
 
 def test_graph_matches_the_oracle_over_batches_and_is_idempotent(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    tmp_path: Path,
+    orders_graph: OrdersGraph,
 ) -> None:
-    topic = make_topic(partitions=3)
-    warehouse = tmp_path / "serving.duckdb"
-    res = graph.resources(kafka_bootstrap, topic, lake_root, warehouse)
+    lake_root, warehouse = orders_graph.lake_root, orders_graph.warehouse
     config = graph.window_config(WINDOW.total_seconds() / 60, GRACE.total_seconds() / 60)
     mix: dict[str, Any] = {
         "duplicate_ratio": 0.05,
@@ -41,43 +31,28 @@ def test_graph_matches_the_oracle_over_batches_and_is_idempotent(
         "transaction_size": 100,
         "partitions": 3,
     }
-    # Each inner list reaches bronze in one version (one materialization per list).
-    plans = [
-        [ProduceOptions(topic=topic, count=1200, seed=11, start_time=START, **mix)],
-        [
-            ProduceOptions(
-                topic=topic,
-                count=1200,
-                seed=12,
-                start_time=START + timedelta(seconds=200),
-                late_by=timedelta(minutes=4),
-                **mix,
-            )
-        ],
+    # Each inner list reaches bronze in one version (one materialization per list); each item
+    # is one run of the producer.
+    plans: list[list[dict[str, Any]]] = [
+        [{"count": 1200, "seed": 11, "start_time": START}],
+        [{"count": 1200, "seed": 12, "start_time": START + timedelta(seconds=200),
+          "late_by": timedelta(minutes=4)}],
         [
             # A producer restarted without its state re-sends the start of the first stream:
             # the same event ids and bytes under a new producer id, invisible to Kafka.
-            ProduceOptions(topic=topic, count=500, seed=11, start_time=START, **mix),
-            ProduceOptions(
-                topic=topic,
-                count=800,
-                seed=13,
-                start_time=START + timedelta(seconds=420),
-                late_by=timedelta(minutes=5),
-                **mix,
-            ),
+            {"count": 500, "seed": 11, "start_time": START},
+            {"count": 800, "seed": 13, "start_time": START + timedelta(seconds=420),
+             "late_by": timedelta(minutes=5)},
         ],
-    ]
+    ]  # fmt: skip
     batches: list[list[dict[str, Any]]] = []
     results = []
     want = expected(batches, WINDOW, GRACE)
     for number, runs in enumerate(plans):
         batches.append([])
         for part, options in enumerate(runs):
-            manifest = tmp_path / f"batch-{number}-{part}.jsonl"
-            produce(kafka_bootstrap, options, manifest)
-            batches[-1].extend(read_manifest(manifest))
-        results.append(graph.materialize(graph.ALL, res, config))
+            batches[-1].extend(orders_graph.send(f"batch-{number}-{part}", **options, **mix))
+        results.append(orders_graph.materialize(graph.ALL, config))
         want = expected(batches, WINDOW, GRACE)
         graph.assert_matches_oracle(lake_root, want, warehouse)
 
@@ -99,7 +74,7 @@ def test_graph_matches_the_oracle_over_batches_and_is_idempotent(
     assert _metadata(results[1], "orders__gold__window_aggregates")["late_events"] > 0
 
     before = graph.versions(lake_root)
-    result = graph.materialize(graph.DERIVED, res, config)
+    result = orders_graph.materialize(graph.DERIVED, config)
     assert graph.versions(lake_root) == before
     graph.assert_matches_oracle(lake_root, want, warehouse)
     silver = _metadata(result, "orders__silver__events")

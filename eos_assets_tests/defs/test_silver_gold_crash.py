@@ -4,14 +4,8 @@ The crashing run lives in a process of its own (``derived_once``) with ``EOS_FAU
 set; the re-run is an ordinary materialization. Nothing may be lost or counted twice.
 """
 
-import contextlib
 import functools
-import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,16 +13,16 @@ from typing import Any
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
 
-from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib import faults
 from eos_assets.lib.derived import silver_events
 from eos_assets.lib.derived.window_aggregates import AFTER_LATE_EVENTS
 from eos_assets.lib.derived.windows import APP as WINDOWS_APP
 from eos_assets.lib.revenue import kpi
 from eos_assets.resources.lake import LakeResource
+from eos_assets_tests.faults.harness import Run, fault_env, finish, spawn
 from eos_assets_tests.support import graph
+from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.oracle import expected
 from eos_assets_tests.support.orders import (
     EVENTS,
@@ -43,7 +37,6 @@ from eos_assets_tests.support.orders import (
     window_aggregates,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 WINDOW, GRACE = timedelta(minutes=1), timedelta(minutes=1)
 MIX: dict[str, Any] = {
@@ -56,43 +49,17 @@ MIX: dict[str, Any] = {
 }
 
 
-def crash_run(lake_root: str, warehouse: Path, point: str, *assets: str) -> int:
-    """Materialize ``assets`` in a new process armed to die at ``point``; its return code."""
+def crash_run(lake_root: str, warehouse: Path, point: str, *assets: str) -> Run:
+    """Materialize ``assets`` in a new process armed to die at ``point``; what the crashed
+    driver left (its Spark JVM) is killed at once."""
     cmd = [sys.executable, "-m", "eos_assets_tests.support.derived_once", "--lake", lake_root]
     cmd += ["--warehouse", str(warehouse), "--window-minutes", str(WINDOW.total_seconds() / 60)]
     cmd += ["--grace-minutes", str(GRACE.total_seconds() / 60)]
     for asset in assets:
         cmd += ["--asset", asset]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_FAULT_")}
-    env[faults.CRASH_ENV] = point
-    proc = subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        text=True,
-    )
-    try:
-        _, err = proc.communicate(timeout=240)
-    finally:
-        _reap(proc.pid)
-    assert proc.returncode == -signal.SIGKILL, f"did not crash at {point}: {err[-2000:]}"
-    return proc.returncode
-
-
-def _reap(group: int) -> None:
-    """SIGKILL what the crashed driver left (its Spark JVM) and wait until it is gone."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
+    run = finish(spawn(cmd, fault_env(crash_at=point)), timeout=240, grace=0)
+    assert run.killed, f"did not crash at {point}: {run.stderr[-2000:]}"
+    return run
 
 
 class Stopped(Exception):
@@ -104,42 +71,24 @@ def _stop_at(point: str, reached: str, pid: int | None = None) -> None:
         raise Stopped(point)
 
 
-def batch(kafka_bootstrap: str, tmp_path: Path, number: int, **options: Any) -> list[dict]:
-    path = tmp_path / f"batch-{number}.jsonl"
-    produce(kafka_bootstrap, ProduceOptions(**{**MIX, **options}), path)
-    return read_manifest(path)
+def batch(orders_graph: OrdersGraph, number: int, **options: Any) -> list[dict]:
+    """The manifest of one run of the producer, the fault mix under ``options``."""
+    return orders_graph.send(f"batch-{number}", **{**MIX, **options})
 
 
 def test_silver_crash_after_files_then_rerun_inserts_each_event_once(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    tmp_path: Path,
+    orders_graph: OrdersGraph,
 ) -> None:
-    topic = make_topic(partitions=3)
-    warehouse = tmp_path / "serving.duckdb"
-    res = graph.resources(kafka_bootstrap, topic, lake_root, warehouse)
+    lake_root, warehouse = orders_graph.lake_root, orders_graph.warehouse
     config = graph.window_config(1, 1)
-    batches = [
-        batch(kafka_bootstrap, tmp_path, 0, topic=topic, count=800, seed=5, start_time=START)
-    ]
-    graph.materialize([raw_events, events], res, config)
+    batches = [batch(orders_graph, 0, count=800, seed=5, start_time=START)]
+    orders_graph.materialize([raw_events, events], config)
+    # A restarted producer: all duplicates.
+    batches.append(batch(orders_graph, 1, count=600, seed=5, start_time=START))
     batches.append(
-        batch(kafka_bootstrap, tmp_path, 1, topic=topic, count=600, seed=5, start_time=START)
-    )  # a restarted producer: all duplicates
-    batches.append(
-        batch(
-            kafka_bootstrap,
-            tmp_path,
-            2,
-            topic=topic,
-            count=600,
-            seed=6,
-            start_time=START + timedelta(minutes=2),
-        )
+        batch(orders_graph, 2, count=600, seed=6, start_time=START + timedelta(minutes=2))
     )
-    graph.materialize([raw_events], res, config)
+    orders_graph.materialize([raw_events], config)
     uri = LakeResource(root=lake_root).table_uri(*EVENTS.path)
     before = DeltaTable(uri).version()
 
@@ -150,7 +99,7 @@ def test_silver_crash_after_files_then_rerun_inserts_each_event_once(
         Path(u).name for u in DeltaTable(uri).file_uris()
     }
     assert orphans, "the crashed run wrote files (the crash point is after them)"
-    result = graph.materialize([events], res, config)
+    result = orders_graph.materialize([events], config)
     (mat,) = result.asset_materializations_for_node("orders__silver__events")
     assert mat.metadata["bronze_versions_consumed"].value == [2, 2]
     # Batches 1 and 2 reached bronze in one version: one batch for the oracle.
@@ -158,34 +107,15 @@ def test_silver_crash_after_files_then_rerun_inserts_each_event_once(
 
 
 def test_gold_crashes_between_commits_then_rerun_loses_and_doubles_nothing(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    make_topic: Callable[..., str],
-    lake_root: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    orders_graph: OrdersGraph, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    topic = make_topic(partitions=3)
-    warehouse = tmp_path / "serving.duckdb"
-    res = graph.resources(kafka_bootstrap, topic, lake_root, warehouse)
+    lake_root, warehouse = orders_graph.lake_root, orders_graph.warehouse
     config = graph.window_config(WINDOW.total_seconds() / 60, GRACE.total_seconds() / 60)
-    batches = [
-        batch(kafka_bootstrap, tmp_path, 0, topic=topic, count=800, seed=7, start_time=START)
-    ]
-    graph.materialize(graph.ALL, res, config)
-    batches.append(
-        batch(
-            kafka_bootstrap,
-            tmp_path,
-            1,
-            topic=topic,
-            count=800,
-            seed=8,
-            start_time=START + timedelta(minutes=3),
-            late_by=timedelta(minutes=5),
-        )
-    )
-    graph.materialize([raw_events, events], res, config)
+    batches = [batch(orders_graph, 0, count=800, seed=7, start_time=START)]
+    orders_graph.materialize(graph.ALL, config)
+    late = {"start_time": START + timedelta(minutes=3), "late_by": timedelta(minutes=5)}
+    batches.append(batch(orders_graph, 1, count=800, seed=8, **late))
+    orders_graph.materialize([raw_events, events], config)
     lake = LakeResource(root=lake_root)
 
     # Killed after the late events commit, before the window aggregates do.
@@ -198,7 +128,7 @@ def test_gold_crashes_between_commits_then_rerun_loses_and_doubles_nothing(
     monkeypatch.setattr(faults, "crash_point", functools.partial(_stop_at, kpi.AFTER_CUSTOMERS))
     stopped = dg.materialize(
         [window_aggregates, kpi_window, kpi_daily],
-        resources=res,
+        resources=orders_graph.resources,
         run_config=config,
         raise_on_error=False,
     )
@@ -208,10 +138,10 @@ def test_gold_crashes_between_commits_then_rerun_loses_and_doubles_nothing(
     assert customers.transaction_version(kpi.APP) == 2
     assert DeltaTable(lake.table_uri(*KPI_DAILY.path)).transaction_version(kpi.APP) == 1
 
-    graph.materialize(graph.DERIVED, res, config)
+    orders_graph.materialize(graph.DERIVED, config)
     want = expected(batches, WINDOW, GRACE)
     assert want.late_events, "the scenario must produce late events"
     graph.assert_matches_oracle(lake_root, want, warehouse)
     before = graph.versions(lake_root)
-    graph.materialize(graph.DERIVED, res, config)
+    orders_graph.materialize(graph.DERIVED, config)
     assert graph.versions(lake_root) == before

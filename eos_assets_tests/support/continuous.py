@@ -1,11 +1,10 @@
-"""What the tests of continuous streams share: the producer's fault mix and the oracle of the
-path to the served KPIs, cut into batches the way a continuous run cuts it."""
+"""What the tests of continuous streams share: the oracle of the path to the served KPIs, cut
+into batches the way a continuous run cuts it."""
 
 from pathlib import Path
 from typing import Any
 
 from eos_assets.defs.stream import ORDERS
-from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.revenue import kpi
 from eos_assets_tests.support import graph
@@ -16,15 +15,6 @@ from eos_assets_tests.support.orders import EVENTS, KPI_DAILY, KPI_WINDOW
 # depend on how the offsets were cut into batches; the values do not.
 BOOKKEEPING = {"revision", "silver_version"}
 EVENT_FIELDS = ("event_type", "event_time", "order_id", "customer_id", "amount", "currency")
-
-
-def sent(
-    bootstrap: str, topic: str, count: int, seed: int, folder: Path, **mix: Any
-) -> list[dict[str, Any]]:
-    """Produce ``count`` records of ``mix``; return the manifest (the oracle's input)."""
-    path = folder / f"manifest-{topic}-{seed}.jsonl"
-    produce(bootstrap, ProduceOptions(topic=topic, count=count, seed=seed, **mix), path)
-    return read_manifest(path)
 
 
 def assert_kpi_path(lake_root: str, want: Expected, warehouse: Path) -> None:

@@ -2,23 +2,17 @@
 ``eos_assets.definitions`` loads ``eos_assets/streams``, and run one stream's definitions."""
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import yaml
 from confluent_kafka import Producer
-from dagster_pyspark import LazyPySparkResource
 
 import eos_assets.streams
 from eos_assets.components import builtin
 from eos_assets.declaration import StreamModel
-from eos_assets.lib.spark.spark_env import spark_config
-from eos_assets.resources.alerts import AlertsResource
-from eos_assets.resources.kafka import KafkaResource
-from eos_assets.resources.lake import LakeResource
-from eos_assets.resources.warehouse import WarehouseResource
+from eos_assets_tests.support import graph
 
 Loader = Callable[..., tuple[dg.Definitions, list[StreamModel]]]
 SHIPPED = Path(eos_assets.streams.__file__).parent / "orders" / "defs.yaml"
@@ -50,16 +44,9 @@ def run_stream(
     of the ``spark`` fixture.
     """
     parts = builtin.build(model)
-    resources: Mapping[str, Any] = {
-        "alerts": AlertsResource(),
-        "kafka": KafkaResource(bootstrap_servers=bootstrap),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
-        "warehouse": WarehouseResource(path=str(warehouse)),
-    }
     result = dg.materialize(
         [parts.raw_events, *parts.downstream, *parts.checks],
-        resources=dict(resources),
+        resources=graph.resources(bootstrap, None, lake_root, warehouse),
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )

@@ -9,7 +9,6 @@ from typing import Any
 
 import dagster as dg
 import duckdb
-from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable
 
 import eos_assets.streams
@@ -20,12 +19,11 @@ from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
 from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import warehouse_file
-from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.alerts import AlertsResource
-from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets.stream_specs import entity_spec
+from eos_assets_tests.support.bronze_runs import bronze_resources
 from eos_assets_tests.support.oracle import Expected
 from eos_assets_tests.support.orders import (
     EVENTS,
@@ -75,13 +73,12 @@ def window_config(window_minutes: float, grace_minutes: float) -> dict[str, Any]
     }
 
 
-def resources(bootstrap: str, topic: str, lake_root: str, warehouse: Path) -> dict[str, Any]:
-    """Real resources; the Spark one reuses the session of the ``spark`` fixture."""
+def resources(bootstrap: str, topic: str | None, lake_root: str, warehouse: Path) -> dict[str, Any]:
+    """Real resources of the whole graph reading ``topic`` (None: the topics a stream
+    declares); the Spark one reuses the session of the ``spark`` fixture."""
     return {
         "alerts": AlertsResource(),
-        "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=[topic]),
-        "lake": LakeResource(root=lake_root),
-        "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
+        **bronze_resources(bootstrap, None if topic is None else [topic], lake_root),
         "warehouse": WarehouseResource(path=str(warehouse)),
     }
 
