@@ -2,29 +2,29 @@
 notifier in processes of their own, an HTTP endpoint, and the exactly-once score."""
 
 import shutil
-import subprocess
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
-from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.window_aggregates import window_schema
-from eos_assets_tests.faults.harness import REPO, STARTED, Ledger, Run, fault_env, finish
+from eos_assets_tests.faults.harness import Ledger, Run, fault_env, finish, spawn
 from eos_assets_tests.faults.harness import stop_stragglers as stop_stragglers
 from eos_assets_tests.outbound.endpoint import Endpoint
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.agg_out import STATE
+from eos_assets_tests.support.graph_run import OrdersGraph
+from eos_assets_tests.support.ledger import print_ledger
 from eos_assets_tests.support.orders import (
     KPI_WINDOW,
     WINDOW_AGGREGATES,
@@ -76,25 +76,17 @@ def gold_lakes(
     """bronze → silver → gold over two batches, late events in the second, compaction between."""
     del spark  # started first: the Spark resource reuses the session
     base = tmp_path_factory.mktemp("gold")
-    topic = "outbound-orders"
-    broker.ensure_topic(kafka_bootstrap, topic, 3)
-    lake = base / "lake"
+    orders = OrdersGraph.in_folder(kafka_bootstrap, "outbound-orders", base)
+    broker.ensure_topic(kafka_bootstrap, orders.topic, 3)
+    lake = Path(orders.lake_root)
     lake.mkdir()
-    res = graph.resources(kafka_bootstrap, topic, str(lake), base / "serving.duckdb")
     config = graph.window_config(1.0, 1.0)
     mix: dict[str, Any] = {"transaction_size": 100, "partitions": 3, "abort_ratio": 0.1}
-    batches = [
-        ProduceOptions(topic=topic, count=600, seed=71, start_time=START, **mix),
-        ProduceOptions(
-            topic=topic,
-            count=600,
-            seed=72,
-            start_time=START + timedelta(seconds=200),
-            late_ratio=0.05,
-            late_by=timedelta(minutes=4),
-            **mix,
-        ),
-    ]
+    batches: list[dict[str, Any]] = [
+        {"count": 600, "seed": 71, "start_time": START},
+        {"count": 600, "seed": 72, "start_time": START + timedelta(seconds=200),
+         "late_ratio": 0.05, "late_by": timedelta(minutes=4)},
+    ]  # fmt: skip
     assets = [raw_events, events, window_aggregates, kpi_window]
     early = base / "early"
     for number, options in enumerate(batches):
@@ -102,8 +94,8 @@ def gold_lakes(
             shutil.copytree(lake, early)
             # A compaction (OPTIMIZE, dataChange=false) between two data-changing versions.
             DeltaTable(windows_uri(lake)).optimize.z_order(["window_start"])
-        produce(kafka_bootstrap, options, base / f"batch-{number}.jsonl")
-        graph.materialize(assets, res, config)
+        orders.send(f"batch-{number}", **options, **mix)
+        orders.materialize(assets, config)
     return GoldLakes(early, lake)
 
 
@@ -119,6 +111,31 @@ def history(table: str) -> dict[tuple, int]:
     return seen
 
 
+@dataclass(frozen=True)
+class Publishing:
+    """What a test of the agg-out publisher runs against (the ``publishing`` fixture)."""
+
+    table: str  # the window table of the session's final gold lake
+    bootstrap: str
+    read_committed: Callable[..., list]
+    ledger: Ledger  # the outbound ledger
+
+    def topic(self, name: str) -> str:
+        """A new agg-out topic name of this test."""
+        return f"agg-out-{name}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def publishing(
+    gold_lakes: GoldLakes, kafka_bootstrap: str, read_committed: Callable, outbound_ledger: Ledger
+) -> Publishing:
+    """The final gold lake's window table, the session's broker, a read_committed reader of
+    it, and the outbound ledger."""
+    return Publishing(
+        windows_uri(gold_lakes.final), kafka_bootstrap, read_committed, outbound_ledger
+    )
+
+
 @pytest.fixture(scope="session")
 def outbound_ledger(request: pytest.FixtureRequest) -> Ledger:
     """Counts of every outbound fault injected, printed at the end of the session."""
@@ -132,12 +149,7 @@ _LEDGER = pytest.StashKey[Ledger]()
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Print each outbound fault with what it lost and doubled."""
-    ledger = config.stash.get(_LEDGER, None)
-    if ledger is None or not ledger.entries:
-        return
-    terminalreporter.section("outbound exactly-once ledger")
-    for line in ledger.lines():
-        terminalreporter.write_line(line)
+    print_ledger(terminalreporter, config.stash.get(_LEDGER, None), "outbound exactly-once ledger")
 
 
 @pytest.fixture
@@ -165,33 +177,6 @@ def run_outbound(
     wait: bool = True,
 ) -> Run:
     """Run ``run_once`` with ``args`` in a process group of its own (fault points armed)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", RUNNER, *args],
-        cwd=REPO,
-        env={**fault_env(crash_at, pause_at, pause_dir), **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    run = Run(proc)
-    STARTED.append(run)
+    cmd = [sys.executable, "-m", RUNNER, *args]
+    run = spawn(cmd, {**fault_env(crash_at, pause_at, pause_dir), **(env or {})})
     return finish(run, timeout=120) if wait else run
-
-
-def open_records(bootstrap: str, topic: str) -> int:
-    """Records past the last stable offset: what open transactions hold back from readers."""
-    total = 0
-    for isolation, sign in (("read_uncommitted", 1), ("read_committed", -1)):
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "open", "isolation.level": isolation}
-        )
-        try:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            for p in partitions:
-                tp = TopicPartition(topic, p)
-                total += sign * consumer.get_watermark_offsets(tp, 10, cached=False)[1]
-        finally:
-            consumer.close()
-    return total

@@ -11,29 +11,25 @@ from deltalake import DeltaTable
 
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.outbound import outbound_publish
-from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import (
     GoldLakes,
+    Publishing,
     history,
-    open_records,
     run_outbound,
     windows_uri,
 )
 from eos_assets_tests.support.agg_out import publish_args, published, score, state
+from eos_assets_tests.support.committed import open_records
 
 
 @pytest.mark.parametrize("point", outbound_publish.CRASH_POINTS)
 def test_a_publisher_killed_at_any_point_and_rerun_publishes_each_revision_once(
-    point: str,
-    gold_lakes: GoldLakes,
-    kafka_bootstrap: str,
-    read_committed: Callable,
-    tmp_path: Path,
-    outbound_ledger: Ledger,
+    point: str, publishing: Publishing
 ) -> None:
-    table = windows_uri(gold_lakes.final)
+    table, kafka_bootstrap = publishing.table, publishing.bootstrap
+    read_committed = publishing.read_committed
     want = history(table)
-    topic = f"agg-out-{point}-{uuid.uuid4().hex[:6]}"
+    topic = publishing.topic(point)
     args = publish_args(table, kafka_bootstrap, topic)
     killed = run_outbound(*args, crash_at=point)
     assert killed.killed, killed.tail()
@@ -43,7 +39,7 @@ def test_a_publisher_killed_at_any_point_and_rerun_publishes_each_revision_once(
     assert rerun.outcome and rerun.outcome["ok"], rerun.tail()
     records = published(read_committed, topic)
     doubled, skipped, invented = score(records, want)
-    outbound_ledger.record(f"agg-out: publisher SIGKILL at {point}", 1, skipped, doubled)
+    publishing.ledger.record(f"agg-out: publisher SIGKILL at {point}", 1, skipped, doubled)
     assert (doubled, skipped, invented) == (0, 0, 0)
     assert len(records) == len(want) > 50
     assert {state(r): r["delta_version"] for r in records} == want  # the version it came from

@@ -18,15 +18,16 @@ from eos_assets.lib import faults
 from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets.lib.outbound import outbound_position, outbound_publish
-from eos_assets_tests.faults.harness import Ledger, finish, wait_for_files
+from eos_assets_tests.faults.harness import finish, wait_for_files
 from eos_assets_tests.outbound.conftest import (
     GoldLakes,
+    Publishing,
     history,
-    open_records,
     run_outbound,
     windows_uri,
 )
 from eos_assets_tests.support.agg_out import publish_args, published, score
+from eos_assets_tests.support.committed import open_records
 
 # Zombies' transactions outlive any test (the broker's limit is 15 min): only fencing ends them.
 ZOMBIE_TIMEOUT_MS = 600_000
@@ -40,14 +41,10 @@ def committed_position(bootstrap: str, topic: str, table: str) -> int | None:
 
 
 def test_a_paused_zombie_publisher_is_fenced_by_the_next_run_and_its_commit_fails(
-    gold_lakes: GoldLakes,
-    kafka_bootstrap: str,
-    read_committed: Callable,
-    tmp_path: Path,
-    outbound_ledger: Ledger,
+    publishing: Publishing, tmp_path: Path
 ) -> None:
-    table = windows_uri(gold_lakes.final)
-    topic = f"agg-out-zombie-{uuid.uuid4().hex[:6]}"
+    table, kafka_bootstrap = publishing.table, publishing.bootstrap
+    topic = publishing.topic("zombie")
     args = publish_args(table, kafka_bootstrap, topic)
     args += ["--transaction-timeout-ms", str(ZOMBIE_TIMEOUT_MS)]
     point = outbound_publish.AFTER_SEND
@@ -62,8 +59,8 @@ def test_a_paused_zombie_publisher_is_fenced_by_the_next_run_and_its_commit_fail
     assert "fenced" in zombie.outcome["error"]
     assert successor.transactional_id == outbound_publish.publisher_id(topic, table)
     want = history(table)
-    doubled, skipped, invented = score(published(read_committed, topic), want)
-    outbound_ledger.record("agg-out: paused zombie publisher", 1, skipped, doubled, "fenced")
+    doubled, skipped, invented = score(published(publishing.read_committed, topic), want)
+    publishing.ledger.record("agg-out: paused zombie publisher", 1, skipped, doubled, "fenced")
     assert (doubled, skipped, invented) == (0, 0, 0)
     assert successor.records == len(want)
     assert open_records(kafka_bootstrap, topic) == 0
@@ -71,13 +68,10 @@ def test_a_paused_zombie_publisher_is_fenced_by_the_next_run_and_its_commit_fail
 
 
 def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_shows(
-    gold_lakes: GoldLakes,
-    kafka_bootstrap: str,
-    read_committed: Callable,
-    outbound_ledger: Ledger,
+    publishing: Publishing,
 ) -> None:
-    table = windows_uri(gold_lakes.final)
-    topic = f"agg-out-open-{uuid.uuid4().hex[:6]}"
+    table, kafka_bootstrap = publishing.table, publishing.bootstrap
+    topic = publishing.topic("open")
     config = {"bootstrap.servers": kafka_bootstrap}
     current = DeltaTable(table).version()
     outbound_position.ensure_topics(config, topic, 3)
@@ -103,9 +97,9 @@ def test_a_producer_left_open_by_an_earlier_run_is_fenced_and_nothing_of_it_show
     assert refused.value.args[0].fatal()
     assert successor.transactional_id == zombie.transactional_id
     want = history(table)
-    records = published(read_committed, topic)
+    records = published(publishing.read_committed, topic)
     doubled, skipped, invented = score(records, want)
-    outbound_ledger.record("agg-out: producer left open", 1, skipped, doubled, "fenced")
+    publishing.ledger.record("agg-out: producer left open", 1, skipped, doubled, "fenced")
     assert (doubled, skipped, invented) == (0, 0, 0)
     assert successor.records == len(records) == len(want)
     assert open_records(kafka_bootstrap, topic) == 0
