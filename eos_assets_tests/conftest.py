@@ -25,6 +25,7 @@ pytest_plugins = [
     "eos_assets_tests.support.cluster",
     "eos_assets_tests.support.s3",
     "eos_assets_tests.support.durations",
+    "eos_assets_tests.support.ledger",
 ]
 
 

@@ -10,15 +10,12 @@ import pytest
 from eos_assets.devkit.producer import ProduceOptions, ProduceSummary, produce, read_manifest
 from eos_assets_tests.faults.harness import Ledger, stop_stragglers
 from eos_assets_tests.support.fault_bench import Bench
-from eos_assets_tests.support.ledger import print_ledger
-
-_LEDGER = pytest.StashKey[Ledger]()
 
 
 @pytest.fixture(scope="session")
-def ledger(request: pytest.FixtureRequest) -> Ledger:
+def ledger() -> Ledger:
     """Every fault injected in this session, printed at the end of the run."""
-    return request.config.stash.setdefault(_LEDGER, Ledger())
+    return Ledger("exactly-once fault ledger")
 
 
 @pytest.fixture(autouse=True)
@@ -67,8 +64,3 @@ def bench(
 ) -> Bench:
     """The session's broker, this test's topics, producer and bronze table, and the ledger."""
     return Bench(kafka_bootstrap, table, ledger, make_topic, produced)
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Print the fault ledger: each fault, how often it was injected, records lost/doubled."""
-    print_ledger(terminalreporter, config.stash.get(_LEDGER, None), "exactly-once fault ledger")

@@ -24,7 +24,6 @@ from eos_assets_tests.outbound.endpoint import Endpoint
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.agg_out import STATE
 from eos_assets_tests.support.graph_run import OrdersGraph
-from eos_assets_tests.support.ledger import print_ledger
 from eos_assets_tests.support.orders import (
     KPI_WINDOW,
     WINDOW_AGGREGATES,
@@ -137,19 +136,9 @@ def publishing(
 
 
 @pytest.fixture(scope="session")
-def outbound_ledger(request: pytest.FixtureRequest) -> Ledger:
+def outbound_ledger() -> Ledger:
     """Counts of every outbound fault injected, printed at the end of the session."""
-    ledger = Ledger()
-    request.config.stash[_LEDGER] = ledger
-    return ledger
-
-
-_LEDGER = pytest.StashKey[Ledger]()
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Print each outbound fault with what it lost and doubled."""
-    print_ledger(terminalreporter, config.stash.get(_LEDGER, None), "outbound exactly-once ledger")
+    return Ledger("outbound exactly-once ledger")
 
 
 @pytest.fixture
