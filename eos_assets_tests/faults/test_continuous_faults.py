@@ -43,7 +43,7 @@ from eos_assets_tests.faults.test_spark_server_faults import (
 from eos_assets_tests.support.continuous import assert_kpi_path
 from eos_assets_tests.support.oracle import expected
 
-# The fixtures of the runs over the Spark server: this module gets its own server.
+# The fixtures of the runs over the Spark server: the session's one server.
 server = on_server.server
 deployment = on_server.deployment
 JOB = "orders_continuous_kpis"

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from eos_assets.lib.ports import port_free
+from eos_assets.lib import ports
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -53,11 +53,10 @@ class DevProcess:
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on (the webserver binds it a moment later)."""
-    for port in range(3300, 3400):
-        if port_free(port):
-            return port
-    raise RuntimeError("no free port in 3300-3399")
+    """A TCP port nothing listens on, chosen by the kernel (the webserver binds it a moment
+    later). Not the first free one of a fixed range: a process beside this one (another
+    worker's test) may be about to bind that one too."""
+    return ports.free_port()
 
 
 @contextlib.contextmanager
