@@ -21,6 +21,7 @@ import duckdb
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
+from eos_assets.lib.derived.kpi_formula import check_formula
 from eos_assets.lib.errors import EosError
 
 DECLARATION = "defs.yaml"
@@ -51,6 +52,20 @@ ENTITY_COLUMNS = (
     "last_partition",
     "last_offset",
     "silver_version",
+)
+# The key and bookkeeping columns a KPI table kept from the events may have besides its
+# ``by`` fields and measures, and the names of the stream's other tables.
+KPI_KEY_COLUMNS = ("window_start", "window_end", "day")
+KPI_COLUMNS = ("revision", "silver_version")
+STREAM_TABLES = (
+    "raw_events",
+    "events",
+    "entity_state",
+    "window_aggregates",
+    "late_events",
+    "kpis",
+    "agg_out",
+    "kpi_alerts",
 )
 WINDOW_COLUMNS = (
     "window_start",
@@ -208,12 +223,54 @@ class Windows(_Strict):
     measures: dict[str, Measure] = Field(description="the window's measures, by name")
 
 
-class Kpi(_Strict):
-    """One KPI table: SQL over ``window_aggregates`` and ``entity_state``."""
+class KpiMeasure(_Strict):
+    """One column of a KPI table kept from the events: an aggregate or a formula."""
 
-    sql: str = Field(
-        description="a SELECT over the tables window_aggregates and entity_state (DuckDB SQL)"
+    agg: Aggregate | None = Field(
+        default=None, description="count, count_distinct (exact), sum, min or max"
     )
+    of: str | None = Field(default=None, description="the payload field (none for count)")
+    when: dict[str, str] | None = Field(
+        default=None,
+        description="only events whose fields have these values, e.g. {event_type: order_paid}",
+    )
+    formula: str | None = Field(
+        default=None,
+        description="or arithmetic over measures declared before it: names, numbers, + - * / "
+        "and parentheses; a null operand or a division by zero gives null",
+    )
+
+
+class Kpi(_Strict):
+    """One KPI table: measures of the events per time period and fields (a Delta table Spark
+    keeps batch by batch), or SQL over ``window_aggregates`` and ``entity_state``."""
+
+    time: str | None = Field(
+        default=None,
+        description="the period of a row: a duration (e.g. 5m, 1h: columns window_start and "
+        "window_end, UTC, aligned on the epoch), day (column day, the UTC date), or none (one "
+        "row per by value over all time)",
+    )
+    by: list[str] = Field(
+        default_factory=list, description="string payload fields to group by (missing: '')"
+    )
+    measures: dict[str, KpiMeasure] = Field(
+        default_factory=dict, description="the table's measures, by name, in column order"
+    )
+    sql: str | None = Field(
+        default=None,
+        description="instead of time, by and measures: a SELECT over the tables "
+        "window_aggregates and entity_state (DuckDB SQL)",
+    )
+
+
+class AlertRule(_Strict):
+    """An alert raised once per final row of a served KPI whose metric crosses a threshold."""
+
+    kpi: str = Field(description="a served KPI with time and measures")
+    metric: str = Field(description="one of the KPI's measures")
+    below: float | None = Field(default=None, description="alert when the metric is below this")
+    above: float | None = Field(default=None, description="or when it is above this")
 
 
 class Thresholds(_Strict):
@@ -260,6 +317,11 @@ class StreamModel(_Strict):
     kpis: dict[str, Kpi] = Field(default_factory=dict, description="KPI tables, by name")
     serve: list[str] = Field(
         default_factory=list, description="the KPI tables copied into DuckDB for serving"
+    )
+    alerts: dict[str, AlertRule] = Field(
+        default_factory=dict,
+        description="alert rules over final rows of served KPIs, by name; delivered to "
+        "EOS_ALERT_URL with an idempotency key",
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     mode: Literal["sensor", "continuous"] = Field(
@@ -387,12 +449,99 @@ def check(model: StreamModel, source: str) -> None:
         known(measure.of, f"{where}.of", numeric=measure.agg == Aggregate.SUM)
     if model.entity is not None:
         _check_entity(model.entity, fields, known, fail)
-    for name in model.kpis:
+    for name, kpi in model.kpis.items():
         if not NAME.match(name):
             fail(f"kpis.{name}", "is not a valid table name", "use lower case, digits and _")
+        if name in STREAM_TABLES:
+            fail(f"kpis.{name}", "is the name of another table of the stream", "rename the KPI")
+        _check_kpi(model, f"kpis.{name}", kpi, known, fail)
     for i, table in enumerate(model.serve):
         if table not in model.kpis:
             fail(f"serve[{i}]", f"{table!r} is not a KPI of this stream", "name one of kpis")
+    for name, rule in model.alerts.items():
+        _check_alert(model, name, rule, fail)
+
+
+def kpi_time(text: str | None) -> str | None:
+    """A KPI's declared ``time`` checked: None, ``day`` or a duration of whole seconds.
+
+    Raises:
+        ValueError: none of these.
+    """
+    if text is None or text == "day":
+        return text
+    value = seconds(text)
+    if value < 1 or value % 1:
+        raise ValueError(text)
+    return text
+
+
+def _check_kpi(model: StreamModel, where: str, kpi: Kpi, known: Any, fail: Any) -> None:
+    """A KPI is SQL, or a time key, ``by`` fields and measures over the events."""
+    if kpi.sql is not None:
+        if kpi.measures or kpi.by or kpi.time is not None:
+            fail(where, "has both sql and measures", "declare sql, or time, by and measures")
+        return
+    if not kpi.measures:
+        fail(f"{where}.measures", "no measure and no sql", "declare measures, or sql")
+    try:
+        kpi_time(kpi.time)
+    except ValueError:
+        fail(f"{where}.time", f"{kpi.time!r} is not a period", "write day or a duration: 5m, 1h")
+    if kpi.time is None and not kpi.by:
+        fail(where, "has neither time nor by", "declare a time (5m, 1h, day) or by fields")
+    for i, field in enumerate(kpi.by):
+        known(field, f"{where}.by[{i}]")
+        if model.payload[field].type != FieldType.STRING:
+            fail(f"{where}.by[{i}]", f"{field!r} is a {model.payload[field].type}",
+                 "group by string fields only (a missing one groups under '')")  # fmt: skip
+    columns = {*KPI_KEY_COLUMNS, *KPI_COLUMNS, *kpi.by}
+    before: list[str] = []
+    for name, measure in kpi.measures.items():
+        at = f"{where}.measures.{name}"
+        if name in columns:
+            fail(at, "is also a key or bookkeeping column of the KPI", "rename the measure")
+        if (measure.formula is None) == (measure.agg is None):
+            fail(at, "needs agg or formula", "declare exactly one of agg and formula")
+        if measure.formula is not None:
+            if measure.of is not None or measure.when:
+                fail(at, "a formula takes no of or when", "remove them")
+            problem = check_formula(measure.formula, before)
+            if problem is not None:
+                fail(f"{at}.formula", problem, "use the measures declared above it")
+        elif measure.agg == Aggregate.COUNT:
+            if measure.of is not None:
+                fail(f"{at}.of", "count takes no field", "remove of, or use count_distinct")
+        elif measure.of is None:
+            fail(f"{at}.of", f"{measure.agg} needs a field", "name a payload field in of")
+        else:
+            known(measure.of, f"{at}.of", numeric=measure.agg == Aggregate.SUM)
+        for field, value in (measure.when or {}).items():
+            known(field, f"{at}.when")
+            listed = model.payload[field].values
+            if listed is not None and value not in listed:
+                fail(f"{at}.when.{field}", f"{value!r} is not one of its values",
+                     f"use one of {', '.join(listed)}")  # fmt: skip
+        before.append(name)
+
+
+def _check_alert(model: StreamModel, name: str, rule: AlertRule, fail: Any) -> None:
+    """An alert rule names a served KPI kept from the events, one measure and one bound."""
+    where = f"alerts.{name}"
+    if not NAME.match(name):
+        fail(where, "is not a valid rule name", "use lower case, digits and _")
+    kpi = model.kpis.get(rule.kpi)
+    if kpi is None or rule.kpi not in model.serve:
+        fail(f"{where}.kpi", f"{rule.kpi!r} is not a served KPI", "name one listed in serve")
+    assert kpi is not None  # fail raised
+    if kpi.sql is not None or kpi.time is None:
+        fail(f"{where}.kpi", f"{rule.kpi!r} has no time periods to be final",
+             "alert on a KPI declared with time and measures")  # fmt: skip
+    if rule.metric not in kpi.measures:
+        fail(f"{where}.metric", f"{rule.metric!r} is not a measure of {rule.kpi}",
+             f"name one of {', '.join(kpi.measures)}")  # fmt: skip
+    if (rule.below is None) == (rule.above is None):
+        fail(where, "needs one bound", "declare exactly one of below and above")
 
 
 def _check_reserved(model: StreamModel, fail: Any) -> None:
@@ -481,7 +630,7 @@ def check_kpis(model: StreamModel, source: str) -> None:
     Raises:
         DeclarationError: the first KPI that does not parse or bind.
     """
-    if not model.kpis:
+    if not any(kpi.sql is not None for kpi in model.kpis.values()):
         return
     with duckdb.connect(":memory:") as con:
         for table, columns in (
@@ -492,6 +641,8 @@ def check_kpis(model: StreamModel, source: str) -> None:
                 body = ", ".join(f'"{c}" {t}' for c, t in columns.items())
                 con.execute(f"CREATE TABLE {table} ({body})")
         for name, kpi in model.kpis.items():
+            if kpi.sql is None:
+                continue
             try:
                 con.execute(f"DESCRIBE {kpi.sql.strip().rstrip(';')}")
             except duckdb.Error as exc:

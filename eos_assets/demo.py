@@ -18,7 +18,7 @@ from eos_assets.devkit import broker
 from eos_assets.devkit.producer import ProduceOptions, produce, read_manifest
 from eos_assets.instance import ensure_instance_config
 from eos_assets.lib.errors import ConfigError, EosError
-from eos_assets.lib.serving import warehouse_file
+from eos_assets.lib.serving import serving, warehouse_file
 from eos_assets.settings import Settings
 
 # How many of the epoch units make a second, by event-time format (ISO strings: none).
@@ -77,13 +77,12 @@ def run_demo(options: DemoOptions) -> str:
         f"Delta version {meta['delta_version']}, ingest {meta['seconds'].get('total', 0):.1f}s"
     )
     lines.extend(_derived_lines(result, stream))
-    revenue = builtin.has_order_shape(model)
-    lines.extend(kpi_lines(settings.warehouse, stream, revenue))
+    lines.extend(kpi_lines(settings.warehouse, stream))
     lines.append(
         "  seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in _step_seconds(result))
     )
     lines.append(f"  demo wall time: {time.monotonic() - began:.1f}s")
-    lines.extend(_next_steps(settings.warehouse, stream, revenue))
+    lines.extend(_next_steps(settings.warehouse, stream))
     return "\n".join(lines)
 
 
@@ -132,10 +131,10 @@ def query_command(warehouse: str, sql: str) -> str:
     )
 
 
-def _next_steps(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
-    sql = "FROM kpi_daily ORDER BY day, currency"
-    if stream.served and not revenue:
-        sql = f"FROM {stream.name}.{stream.served[0][0]}"
+def _next_steps(warehouse: str, stream: Stream) -> list[str]:
+    if not stream.serve:
+        return []
+    sql = f"FROM {stream.name}.{stream.serve[0]} ORDER BY ALL"
     return [
         "",
         "Query the KPIs (read-only: safe while the pipeline runs; reconnect to see new data):",
@@ -248,13 +247,11 @@ def _derived_lines(result: dg.ExecuteInProcessResult, stream: Stream) -> list[st
     return lines
 
 
-def kpi_lines(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
-    """The KPIs as served from DuckDB: the daily revenue KPIs, or else the declared ones."""
-    if revenue:
-        return _revenue_lines(warehouse)
+def kpi_lines(warehouse: str, stream: Stream) -> list[str]:
+    """The stream's served KPIs as DuckDB serves them, and the Delta versions they reflect."""
     lines = []
     with warehouse_file.connect_reader(warehouse) as conn:
-        for name, _ in stream.served:
+        for name in stream.serve:
             table = f"{stream.name}.{name}"
             rows = conn.execute(f"FROM {table} ORDER BY ALL LIMIT {_SHOWN}").fetchall()
             columns = [c[0] for c in conn.description or []]
@@ -262,33 +259,15 @@ def kpi_lines(warehouse: str, stream: Stream, revenue: bool) -> list[str]:
             lines.append(f"  {table} from DuckDB ({count} rows, first {len(rows)}):")
             lines.append("    " + " | ".join(columns))
             lines += ["    " + " | ".join(_cell(v) for v in row) for row in rows]
+        versions = conn.execute(
+            f"SELECT table_name, delta_version FROM {serving.VERSIONS_TABLE} "
+            "WHERE table_name LIKE ? ORDER BY table_name",
+            [f"{stream.name}.%"],
+        ).fetchall() if stream.served_specs else []  # fmt: skip
+    if versions:
+        lines.append("    reflects Delta " + ", ".join(f"{t} v{v}" for t, v in versions))
     return lines
 
 
 def _cell(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def _revenue_lines(warehouse: str) -> list[str]:
-    """The daily KPI table as served from DuckDB, and the Delta versions it reflects."""
-    with warehouse_file.connect_reader(warehouse) as conn:
-        rows = conn.execute(
-            "SELECT day, currency, orders_created, orders_paid, orders_cancelled, revenue, "
-            "average_order_value, unique_customers, cancellation_rate "
-            "FROM kpi_daily ORDER BY day, currency"
-        ).fetchall()
-        versions = conn.execute(
-            "SELECT table_name, delta_version FROM eos_delta_versions ORDER BY table_name"
-        ).fetchall()
-    header = (
-        f"    {'day':<10} {'cur':<4} {'created':>8} {'paid':>6} {'cancelled':>9} "
-        f"{'revenue':>12} {'AOV':>8} {'customers':>9} {'cancel %':>8}"
-    )
-    lines = [f"  KPIs per day from DuckDB ({warehouse}):", header]
-    for day, cur, created, paid, cancelled, revenue, aov, customers, rate in rows:
-        lines.append(
-            f"    {day!s:<10} {cur:<4} {created:>8} {paid:>6} {cancelled:>9} {revenue:>12,.2f} "
-            f"{aov or 0:>8.2f} {customers:>9} {100 * (rate or 0):>7.1f}%"
-        )
-    lines.append("    reflects Delta " + ", ".join(f"gold/{t} v{v}" for t, v in versions))
-    return lines

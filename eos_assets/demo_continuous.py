@@ -14,7 +14,6 @@ from typing import Any
 
 import dagster as dg
 
-from eos_assets.components import builtin
 from eos_assets.defs.continuous import continuous_job
 from eos_assets.defs.stream import Stream
 from eos_assets.demo import (
@@ -29,7 +28,7 @@ from eos_assets.devkit import broker
 from eos_assets.devkit.manifest import ProduceSummary
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.instance import ensure_instance_config
-from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.errors import EosError
 from eos_assets.resources import build_resources
 from eos_assets.settings import Settings
 
@@ -42,18 +41,12 @@ def run_continuous_demo(options: DemoOptions, seconds: float, drain_s: float = D
     ``drain_s`` longer; return the summary.
 
     Raises:
-        ConfigError: the stream lacks the order shape the continuous loop serves.
         EosError: the producer or the run failed (one line).
     """
     began = time.monotonic()
     settings = Settings.from_env()
     state_dir = Path(settings.state_dir)
     model, _ = stream_definitions(options.stream, settings)
-    if not builtin.has_order_shape(model):
-        raise ConfigError(
-            f"stream {model.name} cannot run continuously: the loop serves the revenue KPIs of "
-            "the order shape; run `make demo` without CONTINUOUS for it"
-        )
     bootstrap, where = demo_broker(settings)
     stream = Stream.of(model.model_copy(update={"mode": "continuous"}))
     topic = settings.topics[0] if settings.topics_from_env else stream.topics[0]
@@ -95,7 +88,7 @@ def run_continuous_demo(options: DemoOptions, seconds: float, drain_s: float = D
         f"  run {result.run_id} of {job.name} (Dagster instance {instance.root_directory}): "
         f"{batches} batches in {seconds + drain_s:g}s, then it ended by its bound",
         *[f"    {line}" for line in shown],
-        *kpi_lines(settings.warehouse, stream, True),
+        *kpi_lines(settings.warehouse, stream),
         f"  demo wall time: {time.monotonic() - began:.1f}s",
         f"Next: `make ui`: the asset pages of {stream.raw_events.to_user_string()}, "
         f"{stream.events.to_user_string()} and the KPI tables list one materialization per "

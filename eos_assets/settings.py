@@ -10,7 +10,7 @@ from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.errors import ConfigError
 
 if TYPE_CHECKING:  # imported where used: it brings Delta and Arrow, which most commands skip
-    from eos_assets.lib.revenue.alerts import AlertPolicy
+    from eos_assets.lib.outbound.alert_notify import DeliveryPolicy
 
 # EOS_KAFKA_* variables that are settings of their own, not librdkafka client properties.
 _KAFKA_RESERVED = {"EOS_KAFKA_BOOTSTRAP", "EOS_KAFKA_RETRY_SECONDS"}
@@ -122,21 +122,19 @@ def read_limits(env: Mapping[str, str] | None = None, declared: Limits | None = 
     return replace(declared or Limits(), **_numbers(Limits, "EOS_", env))
 
 
-def read_alert_policy(env: Mapping[str, str] | None = None) -> "AlertPolicy":
-    """KPI alert rules and delivery: ``EOS_ALERT_<FIELD NAME>`` of ``AlertPolicy``.
+def read_alert_policy(env: Mapping[str, str] | None = None) -> "DeliveryPolicy":
+    """How KPI alerts are delivered: ``EOS_ALERT_<FIELD NAME>`` of ``DeliveryPolicy`` (the
+    rules are declared with the stream).
 
     Raises:
-        ConfigError: a variable is not a number (or not a positive one where required).
+        ConfigError: a variable is not a positive number.
     """
-    thresholds = ("revenue_min", "cancellation_rate_max")  # may be zero or negative
-    from eos_assets.lib.revenue.alerts import AlertPolicy
+    from eos_assets.lib.outbound.alert_notify import DeliveryPolicy
 
-    return AlertPolicy(**_numbers(AlertPolicy, "EOS_ALERT_", env, any_sign=thresholds))
+    return DeliveryPolicy(**_numbers(DeliveryPolicy, "EOS_ALERT_", env))
 
 
-def _numbers(
-    kind: type, prefix: str, env: Mapping[str, str] | None, any_sign: tuple[str, ...] = ()
-) -> dict[str, Any]:
+def _numbers(kind: type, prefix: str, env: Mapping[str, str] | None) -> dict[str, Any]:
     """The fields of dataclass ``kind`` set by ``<prefix><FIELD NAME>`` variables."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
@@ -151,7 +149,7 @@ def _numbers(
             value = int(raw) if whole else float(raw)
         except ValueError:
             raise ConfigError(f"{name}={raw!r} is not a {kind_of}: fix or unset it") from None
-        if value <= 0 and f.name not in any_sign:
+        if value <= 0:
             raise ConfigError(f"{name}={raw!r} is not a positive {kind_of}: fix or unset it")
         values[f.name] = value
     return values

@@ -2,9 +2,18 @@
 
 import pyarrow as pa
 
-from eos_assets.declaration import FieldType, Fold, StreamModel
+from eos_assets.declaration import FieldType, Fold, StreamModel, seconds
 from eos_assets.lib.contract.schema_time import UTC_MICROS
-from eos_assets.lib.contract.stream_shape import Contract, Measure, PayloadField, WindowShape
+from eos_assets.lib.contract.stream_shape import (
+    DAY,
+    WINDOW,
+    Contract,
+    KpiMeasure,
+    KpiSpec,
+    Measure,
+    PayloadField,
+    WindowShape,
+)
 from eos_assets.lib.derived.entity_state import EntitySpec
 from eos_assets.lib.derived.entity_state import Fold as FoldSpec
 
@@ -77,3 +86,28 @@ def window_shape(stream: StreamModel) -> WindowShape:
             for name, m in stream.windows.measures.items()
         ),
     )
+
+
+def kpi_specs(stream: StreamModel) -> tuple[KpiSpec, ...]:
+    """The KPI tables the stream keeps from its events (its SQL KPIs are not among them)."""
+    specs = []
+    for name, kpi in stream.kpis.items():
+        if kpi.sql is not None:
+            continue
+        time, size_us = None, None
+        if kpi.time == "day":
+            time = DAY
+        elif kpi.time is not None:
+            time, size_us = WINDOW, int(seconds(kpi.time) * 1_000_000)
+        measures = tuple(
+            KpiMeasure(
+                name=m_name,
+                agg=None if m.agg is None else str(m.agg),
+                of=m.of,
+                when=tuple(sorted((m.when or {}).items())),
+                formula=m.formula,
+            )
+            for m_name, m in kpi.measures.items()
+        )
+        specs.append(KpiSpec(name, time, tuple(kpi.by), measures, size_us))
+    return tuple(specs)

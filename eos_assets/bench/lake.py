@@ -30,14 +30,16 @@ UNCAPPED = 1 << 62
 # The bench runs the shipped orders stream.
 ORDERS = builtin.build(read_declaration(eos_assets.streams.declaration("orders")))
 BRONZE = [ORDERS.raw_events]
-assert ORDERS.entity_state is not None
+assert ORDERS.entity_state is not None and ORDERS.kpi_tables is not None
+assert ORDERS.serving is not None
 DERIVED = [
     ORDERS.events,
     ORDERS.entity_state,
     ORDERS.window_aggregates,
-    *ORDERS.revenue,  # kpi_window, kpi_daily, serving_kpi
+    ORDERS.kpi_tables,  # gold/kpi_window, gold/kpi_daily and their distinct values
+    ORDERS.serving,
 ]
-ALL_CHECKS = [*ORDERS.bronze_checks, *ORDERS.derived_checks, ORDERS.revenue_checks[0]]
+ALL_CHECKS = [*ORDERS.bronze_checks, *ORDERS.derived_checks, ORDERS.kpi_checks[0]]
 
 
 def start_spark(master: str, extra_jars: Sequence[str] = ()) -> SparkSession:

@@ -3,7 +3,7 @@
 - The local Spark server (``eos-assets spark up``): how long it takes to start.
 - One ``ingest_and_refresh`` run over a backlog: the run is ``dagster job execute`` in a new
   process (as the daemon's run worker is), on a lake one small run has already brought up to
-  date; timed from the moment its process starts to the end of the ``serving/kpi`` step (the
+  date; timed from the moment its process starts to the end of the ``serving/kpis`` step (the
   KPIs are in DuckDB), from the instance's event log.
 - ``eos-assets demo`` (what ``make demo`` runs once the broker and the class archive exist): its
   process's wall time, from start to exit.
@@ -34,7 +34,7 @@ INSTANCE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.local.
 WARM = "warm Spark server"
 PER_RUN = "per-run Spark session"
 STREAM_JOB = "ingest_and_refresh"
-SERVING_STEP = "orders__serving__kpi"
+SERVING_STEP = "orders__serving__kpis"
 PRIMING_EVENTS = 1_000
 TIMEOUT_S = 900.0
 

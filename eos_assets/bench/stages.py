@@ -25,9 +25,8 @@ SCHEDULED = ("fresh_within_max_age", "matches_kafka_log")
 KPI_PATH = (
     "orders__bronze__raw_events",
     "orders__silver__events",
-    "orders__gold__kpi_window",
-    "orders__gold__kpi_daily",
-    "orders__serving__kpi",
+    "orders__gold__kpis",
+    "orders__serving__kpis",
 )
 
 

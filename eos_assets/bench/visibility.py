@@ -26,9 +26,9 @@ from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.txn_ids import FROM_BRONZE, FROM_SILVER, partition_app
 
 TOTAL_SQL = (
-    "SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = 'kpi_window'), "
+    "SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = 'orders.kpi_window'), "
     "(SELECT coalesce(sum(orders_created + orders_paid + orders_cancelled + orders_refunded), 0) "
-    "FROM kpi_window)"
+    "FROM orders.kpi_window)"
 )
 
 

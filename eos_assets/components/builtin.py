@@ -5,13 +5,16 @@ Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 - ``bronze/raw_events``: its topics, every committed record once, parsed by its contract;
 - ``silver/events``: each valid event once; ``silver/entity_state`` when it declares an entity;
 - ``gold/window_aggregates`` and ``gold/late_events``: its windows' dimensions and measures;
-- ``serving/kpis``: its declared KPIs, served in DuckDB as ``<stream>.<kpi>``;
+- ``gold/<kpi>``: each KPI it declares with time, by and measures, a Delta table Spark keeps
+  batch by batch; ``serving/kpis``: those it serves, in DuckDB as ``<stream>.<kpi>``, with the
+  check that the copy equals the lake; ``serving/sql_kpis``: its served SQL KPIs;
+  ``outbound/kpi_alerts``: its declared alert rules (``defs/kpis.py``);
 - ``outbound/agg_out``: its window revisions in Kafka, exactly once;
 - the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
-A stream whose events have the order shape (``lib/revenue/shape.py``) also gets the revenue KPI
-tables and their alerts (``defs/order_kpis.py``). The jobs, schedules and the automation sensor
-cover every stream and are built once (``eos_assets/definitions.py``).
+The jobs, schedules and the automation sensor cover every stream and are built once
+(``eos_assets/definitions.py``). A stream declared ``mode: continuous`` also gets its
+continuous job and the sensor that keeps one run of it alive.
 
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
 thresholds those of the checks and the lag sensor (``EOS_*`` variables still override them).
@@ -33,24 +36,13 @@ from eos_assets.defs import (
     derived_checks,
     gold,
     jobs,
-    order_alerts,
-    order_kpis,
+    kpis,
     outbound,
     schedules,
     sensors,
-    serving,
     silver,
 )
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.revenue.shape import ORDER_SHAPE
-
-
-def has_order_shape(stream: StreamModel) -> bool:
-    """Whether the stream's events have the order shape that the revenue KPIs compute from."""
-    declared = stream.model_dump(mode="json")
-    declared["windows.dimensions"] = declared["windows"]["dimensions"]
-    declared["windows.measures"] = declared["windows"]["measures"]
-    return all(declared[field] == expected for field, expected in ORDER_SHAPE.items())
 
 
 @dataclass(frozen=True)
@@ -62,62 +54,63 @@ class StreamParts:
     events: dg.AssetsDefinition
     entity_state: dg.AssetsDefinition | None
     window_aggregates: dg.AssetsDefinition
-    kpis: dg.AssetsDefinition | None
+    kpi_tables: dg.AssetsDefinition | None  # every gold/<kpi> kept from the events
+    serving: dg.AssetsDefinition | None  # serving/kpis: the served KPI tables
+    sql_kpis: dg.AssetsDefinition | None  # serving/sql_kpis
+    kpi_alerts: dg.AssetsDefinition | None
     agg_out: dg.AssetsDefinition
     bronze_checks: list[dg.AssetChecksDefinition]
     derived_checks: list[dg.AssetChecksDefinition]
     agg_out_check: dg.AssetChecksDefinition
-    revenue: list[dg.AssetsDefinition]  # kpi_window, kpi_daily, serving_kpi (order shape)
-    revenue_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
-    kpi_alerts: dg.AssetsDefinition | None
+    kpi_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
     lag_sensor: dg.SensorDefinition
     schedules: list[dg.ScheduleDefinition]  # the checks that read Kafka
 
     @property
     def downstream(self) -> list[dg.AssetsDefinition]:
         """Every asset downstream of bronze."""
-        optional = [self.entity_state, self.kpis, self.kpi_alerts]
+        optional = [
+            self.entity_state,
+            self.kpi_tables,
+            self.serving,
+            self.sql_kpis,
+            self.kpi_alerts,
+        ]
         return [
             self.events,
             self.window_aggregates,
             self.agg_out,
-            *self.revenue,
             *(a for a in optional if a is not None),
         ]
 
     @property
     def checks(self) -> list[dg.AssetChecksDefinition]:
-        return [*self.bronze_checks, *self.derived_checks, self.agg_out_check, *self.revenue_checks]
+        return [*self.bronze_checks, *self.derived_checks, self.agg_out_check, *self.kpi_checks]
 
 
 def build(model: StreamModel) -> StreamParts:
     """Every definition of the stream, built from its declaration."""
     stream = Stream.of(model)
     agg_out, agg_out_check = outbound.agg_out_assets(stream)
-    revenue: list[dg.AssetsDefinition] = []
-    revenue_checks: list[dg.AssetChecksDefinition] = []
-    kpi_alerts = None
-    served = stream.kpis
-    if has_order_shape(model):
-        revenue = order_kpis.kpi_assets(stream)
-        kpi_alerts, alerts_check = order_alerts.alert_assets(stream)
-        revenue_checks = [order_kpis.serving_check(stream), alerts_check]
-        served = order_kpis.OrderKpiKeys.of(stream).serving_kpi
+    alerts = kpis.alert_assets(stream)
+    serving_check = kpis.serving_check(stream)
+    kpi_checks = [c for c in (serving_check, alerts and alerts[1]) if c is not None]
     return StreamParts(
         stream=stream,
         raw_events=bronze.raw_events_asset(stream),
         events=silver.events_asset(stream),
         entity_state=silver.entity_state_asset(stream) if stream.entity is not None else None,
         window_aggregates=gold.window_assets(stream),
-        kpis=serving.kpis_asset(stream) if stream.served else None,
+        kpi_tables=kpis.kpi_tables_asset(stream),
+        serving=kpis.serving_asset(stream),
+        sql_kpis=kpis.sql_kpis_asset(stream),
+        kpi_alerts=alerts and alerts[0],
         agg_out=agg_out,
         bronze_checks=checks.bronze_checks(stream),
         derived_checks=derived_checks.derived_checks(stream),
         agg_out_check=agg_out_check,
-        revenue=revenue,
-        revenue_checks=revenue_checks,
-        kpi_alerts=kpi_alerts,
-        lag_sensor=sensors.lag_sensor(stream, served),
+        kpi_checks=kpi_checks,
+        lag_sensor=sensors.lag_sensor(stream),
         schedules=schedules.stream_schedules(stream),
     )
 
@@ -156,9 +149,9 @@ def definitions(model: StreamModel) -> dg.Definitions:
 
 
 def continuous_path(parts: StreamParts) -> set[dg.AssetKey]:
-    """The assets a continuous run materializes: bronze to the served revenue KPIs."""
-    return {spec.key for asset in [parts.raw_events, parts.events, *parts.revenue]
-            for spec in asset.specs}  # fmt: skip
+    """The assets a continuous run materializes: bronze to the served KPIs."""
+    loop = [parts.raw_events, parts.events, parts.kpi_tables, parts.serving]
+    return {spec.key for asset in loop if asset is not None for spec in asset.specs}
 
 
 def tables(model: StreamModel) -> list[dg.AssetKey]:
@@ -167,7 +160,8 @@ def tables(model: StreamModel) -> list[dg.AssetKey]:
     keys = [stream.raw_events, stream.events, stream.window_aggregates, stream.late_events]
     if stream.entity is not None:
         keys.append(stream.entity_state)
-    if has_order_shape(model):
-        revenue = order_kpis.OrderKpiKeys.of(stream)
-        keys += [revenue.kpi_window, revenue.kpi_daily, revenue.kpi_daily_customers]
+    for spec in stream.kpi_specs:
+        keys.append(stream.kpi_key(spec.name))
+        if spec.distinct:
+            keys.append(stream.distinct_key(spec.name))
     return keys

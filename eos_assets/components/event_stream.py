@@ -24,7 +24,6 @@ from eos_assets.declaration import (
     describe,
     precheck,
 )
-from eos_assets.defs.stream import CONTINUOUS
 
 # What Dagster's component loader warns about on every load (the loader, the code references
 # it adds to each asset, the scaffolders it looks up, the owners of sensors, the checks of a
@@ -51,22 +50,15 @@ class EventStream(dg.Component, StreamModel):
     Declares the topics, the start position of partitions never read, the event id and
     event-time fields, the payload schema (fields not named stay in the raw value), the entity
     state and how each field folds, the event-time windows (size, grace, dimensions, measures),
-    the KPIs as SQL over ``window_aggregates`` and ``entity_state``, the KPI tables served in
-    DuckDB, and the thresholds of the lag sensor and the checks.
+    the KPIs (measures per period and fields, kept batch by batch, or SQL over
+    ``window_aggregates`` and ``entity_state``), those served in DuckDB, the alert rules over
+    them, the thresholds of the lag sensor and the checks, and the mode.
     """
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         source = describe(context.path / DECLARATION, context.project_root)
         check(self, source)
         check_kpis(self, source)
-        if self.mode == CONTINUOUS and not builtin.has_order_shape(self):
-            raise DeclarationError(
-                source,
-                "mode",
-                "continuous loops the path to the revenue KPIs, which only streams with the "
-                "order shape have",
-                "remove `mode: continuous` (the sensor-driven mode serves every stream)",
-            )
         _LOADED[source] = self
         check_together([(model, src) for src, model in _LOADED.items()])
         return builtin.definitions(self)

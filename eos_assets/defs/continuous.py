@@ -3,7 +3,7 @@ that loops micro-batches along the path to the served KPIs.
 
 The run polls bronze's positions against Kafka's last stable offsets every ``poll_s``; as soon
 as committed records are pending (no threshold) it runs a batch (``continuous_batch.py``):
-bronze, its blocking check, silver/events, its blocking check, the revenue KPI tables and their
+bronze, its blocking check, silver/events, its blocking check, the declared KPI tables and their
 DuckDB serving, each logged as a materialization or check evaluation of its asset. A blocking
 check that fails, or a step that fails, fails the run with its one line. The run ends by itself
 after ``max_seconds`` or ``max_batches``; the stream's keeper sensor (``continuous_sensor.py``)
@@ -18,7 +18,6 @@ import os
 import socket
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -62,9 +61,6 @@ class ContinuousConfig(dg.Config):
         "the next (logs and memory stay bounded, new code is picked up).",
     )  # fmt: skip
     max_batches: int = Field(default=2_000, gt=0, description="Or after this many batches.")
-    window_minutes: float = Field(
-        default=5.0, gt=0, description="Window size of gold/kpi_window, in minutes."
-    )
     read_timeout_s: float = Field(
         default=300.0, description="A range not read completely in this time fails the run."
     )
@@ -93,10 +89,7 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             asset=stream.raw_events.to_user_string(),
             read_here_below=SMALL_READ,
         )
-        batches = Batches(
-            context, stream, spark_session(pyspark), kafka, lake, warehouse, options,
-            timedelta(minutes=config.window_minutes),
-        )  # fmt: skip
+        batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
         done, beat = 0, 0.0
         worker = KpiWorker(batches)
         # The first pass brings the path up to bronze even with nothing pending: a run that

@@ -1,9 +1,9 @@
 """One micro-batch of a continuous stream: the steps of the assets on its path to the served
 KPIs, each logged as the Dagster event its asset or check would have produced.
 
-Every step is the library call the asset itself makes (``ingest_bronze``, ``update_events``,
-``update_kpi_window``, ``update_kpi_daily``, ``serving.serve``) with the asset's own metadata
-(``defs/bronze.py``, ``defs/silver.py``, ``defs/order_kpis.py``), so each commit is today's:
+Every step is the call the asset itself makes (``ingest_bronze``, ``update_events``, the
+stream's KPI tables and their serving) with the asset's own metadata (``defs/bronze.py``,
+``defs/silver.py``, ``defs/kpis.py``), so each commit is the asset's:
 positions with the data, compare-and-set on the snapshot its plan read. The two blocking checks
 (``offsets_contiguous`` on bronze, ``event_id_unique`` on silver/events) are evaluated after
 their asset's commit and before anything reads it; one that fails stops the batch there.
@@ -11,9 +11,7 @@ their asset's commit and before anything reads it; one that fails stops the batc
 
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -21,28 +19,21 @@ import dagster as dg
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from eos_assets.defs import kpis as kpi_defs
 from eos_assets.defs.bronze import ingest_metadata
 from eos_assets.defs.check_state import passed_metadata
 from eos_assets.defs.checks import OFFSETS_CONTIGUOUS, report_result
 from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, unique_ids
-from eos_assets.defs.order_kpis import (
-    OrderKpiKeys,
-    kpi_metadata,
-    served_tables,
-    serving_metadata,
-)
 from eos_assets.defs.silver import events_metadata, run_or_fail
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.contiguity import contiguity_of
 from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.kpi_tables import KpiOutcome
 from eos_assets.lib.derived.silver_events import update_events
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.retry import while_unreachable
-from eos_assets.lib.revenue.kpi import KpiOutcome
-from eos_assets.lib.revenue.kpi_daily import update_kpi_daily
-from eos_assets.lib.revenue.kpi_window import update_kpi_window
-from eos_assets.lib.serving import serving
+from eos_assets.lib.serving.serving import MirrorOutcome
 from eos_assets.lib.spark.spark_modes import server_lost
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
@@ -58,9 +49,8 @@ Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
 class KpiPass:
     """What one pass over the KPI tables and their serving did."""
 
-    window: KpiOutcome
-    daily: KpiOutcome
-    served: serving.MirrorOutcome
+    tables: dict[str, KpiOutcome]
+    served: MirrorOutcome | None
 
 
 @dataclass
@@ -75,7 +65,6 @@ class Batches:
     lake: LakeResource
     warehouse: WarehouseResource
     options: IngestOptions
-    window: timedelta
     proven: dict[dg.AssetCheckKey, Checked | None] = field(default_factory=dict)
     failed: dg.AssetCheckEvaluation | None = None
     # The silver version the last passing event_id_unique evaluation proved: the KPI steps
@@ -159,67 +148,43 @@ class Batches:
         self._stop_if_failed()
 
     def kpis(self, upto: int | None, took: dict[str, float]) -> "KpiPass | None":
-        """The revenue KPI tables brought up to silver version ``upto`` (one a blocking check
-        proved), then their DuckDB serving; None when there was nothing to do. Makes no
-        Dagster call: it runs in the KPI worker's thread (``kpi_events`` logs the pass).
+        """The stream's KPI tables brought up to silver version ``upto`` (one a blocking check
+        proved), then its DuckDB serving; None when there was nothing to do. Makes no Dagster
+        call: it runs in the KPI worker's thread (``kpi_events`` logs the pass).
 
         Raises:
             dg.Failure: a step failed, in one line.
         """
-        stream, keys = self.stream, OrderKpiKeys.of(self.stream)
-        window_step = partial(
-            update_kpi_window,
-            self.spark,
-            self.uri(stream.events),
-            self.uri(keys.kpi_window),
-            self.window,
-            self.lake.storage_options,
-            upto=upto,
-        )
-        daily_step = partial(
-            update_kpi_daily,
-            self.spark,
-            self.uri(stream.events),
-            self.uri(keys.kpi_daily),
-            self.uri(keys.kpi_daily_customers),
-            self.lake.storage_options,
-            upto=upto,
-        )
-        # The two tables read the same silver version and share nothing else: side by side.
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kpi") as pool:
-            runs = [
-                pool.submit(self._timed, took, name, partial(self._or_fail, step))
-                for name, step in (("kpi_window", window_step), ("kpi_daily", daily_step))
-            ]
-            window, daily = (run.result() for run in runs)
-        if window.version is None and daily.version is None and not self.serve_pending:
+        stream = self.stream
+        tables: dict[str, KpiOutcome] = {}
+        if stream.kpi_specs:
+            tables = self._timed(
+                took,
+                "kpis",
+                lambda: self._or_fail(lambda: kpi_defs.update(stream, self.spark, self.lake, upto)),
+            )
+        changed = any(o.version is not None for o in tables.values())
+        if not changed and not self.serve_pending:
             return None
         self.serve_pending = False
-        tables = served_tables(keys, self.lake)
-        served = self._timed(
-            took,
-            "serve",
-            lambda: self._or_fail(
-                lambda: serving.serve(self.warehouse.path, tables, self.lake.storage_options)
-            ),
-        )
-        return KpiPass(window, daily, served)
+        served = None
+        if stream.served_specs:
+            served = self._timed(
+                took,
+                "serve",
+                lambda: self._or_fail(lambda: kpi_defs.serve(stream, self.lake, self.warehouse)),
+            )
+        return KpiPass(tables, served)
 
     def kpi_events(self, done: "KpiPass") -> Iterator[Event]:
         """A KPI pass's materializations, as the KPI assets would have logged them."""
-        keys = OrderKpiKeys.of(self.stream)
-        yield self._materialized(keys.kpi_window, kpi_metadata(self.context, done.window))
-        yield self._materialized(keys.kpi_daily, kpi_metadata(self.context, done.daily))
-        yield self._materialized(
-            keys.kpi_daily_customers,
-            {
-                "delta_version": done.daily.customers_version,
-                "new_customer_days": done.daily.new_customers,
-            },
-        )
-        yield self._materialized(
-            keys.serving_kpi, serving_metadata(self.context, done.served, self.warehouse.path)
-        )
+        for result in kpi_defs.kpi_events(self.stream, self.context, done.tables):
+            assert result.asset_key is not None
+            yield self._materialized(dg.AssetKey.from_coercible(result.asset_key),
+                                     dict(result.metadata or {}))  # fmt: skip
+        if done.served is not None:
+            metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
+            yield self._materialized(self.stream.kpis, metadata)
 
     def _contiguity(self, checked: Checked | None) -> Any:
         dt = delta_io.load(self.uri(self.stream.raw_events), self.lake.storage_options)

@@ -3,7 +3,7 @@ this batch's KPI tables.
 
 The run's loop (``continuous.py``) brings bronze and silver/events up to Kafka and proves
 silver with its blocking check; it then hands the proven silver version to this worker and
-goes on reading. The worker brings the revenue KPI tables up to that version (never further,
+goes on reading. The worker brings the declared KPI tables up to that version (never further,
 whatever silver holds by then) and serves them. While it works, newer versions handed to it
 replace each other: its next pass consumes the latest proven one, so it never falls behind by
 more than one pass.

@@ -4,7 +4,7 @@
 ``gold/window_aggregates`` to the topic ``<stream>-agg-out`` (``EOS_AGG_OUT_TOPIC`` overrides;
 ``{stream}`` in it stands for the name) in Kafka transactions that also carry the publisher's
 position (``eos_assets/lib/outbound/outbound_publish.py``). KPI alerts over HTTP belong to the
-revenue KPIs (``order_kpis.py``).
+declared KPIs (``kpis.py``).
 """
 
 import dagster as dg

@@ -152,13 +152,14 @@ def _stream_selection(
     return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
 
 
-def lag_sensor(stream: Stream, served_key: dg.AssetKey) -> dg.SensorDefinition:
+def lag_sensor(stream: Stream) -> dg.SensorDefinition:
     """``<stream>_ingest_on_kafka_lag``: the stream's consumer-lag sensor.
 
-    ``served_key`` is the asset that makes the stream's KPIs visible: a run for a small backlog
-    takes only the path to it when a run of every asset was launched recently (``REST_EVERY_S``).
+    A run for a small backlog takes only the path to ``serving/kpis``, which makes the stream's
+    KPIs visible, when a run of every asset was launched recently (``REST_EVERY_S``).
     """
     tags = {STREAM_TAG: stream.name}
+    served_key = stream.kpis
 
     @dg.sensor(
         name=stream.named(LAG_SENSOR),

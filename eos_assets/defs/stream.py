@@ -16,12 +16,19 @@ from typing import Any
 
 import dagster as dg
 
-from eos_assets.declaration import StreamModel, as_timedelta, read_declaration, seconds
+from eos_assets.declaration import (
+    AlertRule,
+    StreamModel,
+    as_timedelta,
+    read_declaration,
+    seconds,
+)
 from eos_assets.lib.checks.limits import Limits
-from eos_assets.lib.contract.stream_shape import Contract, WindowShape
+from eos_assets.lib.contract.stream_shape import Contract, KpiSpec, WindowShape
 from eos_assets.lib.derived.entity_state import EntitySpec
 from eos_assets.lib.derived.windows import WindowSpec
-from eos_assets.stream_specs import contract, entity_spec, window_shape
+from eos_assets.lib.outbound.alert_rules import ABOVE, BELOW, Rule
+from eos_assets.stream_specs import contract, entity_spec, kpi_specs, window_shape
 from eos_assets.streams import declaration
 
 BRONZE, SILVER, GOLD, SERVING, OUTBOUND = "bronze", "silver", "gold", "serving", "outbound"
@@ -52,8 +59,13 @@ class Stream:
     contract: Contract
     windows: WindowShape
     entity: EntitySpec | None
-    # The KPIs served in DuckDB: (name, SQL over window_aggregates and entity_state).
-    served: tuple[tuple[str, str], ...] = ()
+    # The KPI tables kept from the events (Delta tables, Spark-computed batch by batch).
+    kpi_specs: tuple[KpiSpec, ...] = ()
+    # The SQL KPIs served in DuckDB: (name, SQL over window_aggregates and entity_state).
+    kpi_sql: tuple[tuple[str, str], ...] = ()
+    # The KPIs served in DuckDB as ``<stream>.<kpi>``, and the alert rules over them.
+    serve: tuple[str, ...] = ()
+    alerts: tuple[Rule, ...] = ()
     # The declared thresholds (EOS_* variables override them) and window size and grace (a
     # run's config overrides them).
     limits: Limits = field(default_factory=Limits)
@@ -72,7 +84,9 @@ class Stream:
     window_aggregates = _TableKey(GOLD)
     late_events = _TableKey(GOLD)
     kpis = _TableKey(SERVING)
+    sql_kpis = _TableKey(SERVING)
     agg_out = _TableKey(OUTBOUND)
+    kpi_alerts = _TableKey(OUTBOUND)
 
     @classmethod
     def of(cls, model: StreamModel) -> "Stream":
@@ -83,7 +97,10 @@ class Stream:
             contract(model),
             window_shape(model),
             entity_spec(model),
-            tuple((name, model.kpis[name].sql) for name in model.serve),
+            kpi_specs(model),
+            tuple((n, sql) for n in model.serve if (sql := model.kpis[n].sql) is not None),
+            tuple(model.serve),
+            tuple(_rule(name, rule) for name, rule in model.alerts.items()),
             Limits(
                 malformed_max_rate=model.thresholds.malformed_max_rate,
                 freshness_max_age_s=seconds(model.thresholds.freshness_max_age),
@@ -128,6 +145,19 @@ class Stream:
             for key, description in descriptions.items()
         ]
 
+    def kpi_key(self, kpi: str) -> dg.AssetKey:
+        """The key of a KPI table kept from the events: ``<stream>/gold/<kpi>``."""
+        return self.key(GOLD, kpi)
+
+    def distinct_key(self, kpi: str) -> dg.AssetKey:
+        """The key of the distinct values behind a KPI's ``count_distinct`` measures."""
+        return self.key(GOLD, f"{kpi}_distinct")
+
+    @property
+    def served_specs(self) -> tuple[KpiSpec, ...]:
+        """The KPI tables kept from the events that are served in DuckDB."""
+        return tuple(spec for spec in self.kpi_specs if spec.name in self.serve)
+
     @property
     def continuous(self) -> bool:
         """Whether one long-lived run loops the stream's path to its served KPIs."""
@@ -136,6 +166,12 @@ class Stream:
     def named(self, what: str) -> str:
         """The name of one of the stream's sensors: ``<stream>_<what>``."""
         return f"{self.name}_{what}"
+
+
+def _rule(name: str, rule: AlertRule) -> Rule:
+    if rule.below is not None:
+        return Rule(name, rule.kpi, rule.metric, BELOW, rule.below)
+    return Rule(name, rule.kpi, rule.metric, ABOVE, rule.above or 0.0)
 
 
 @cache

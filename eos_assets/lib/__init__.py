@@ -7,11 +7,9 @@
   maintenance, every ``txn`` app id and commit-metadata key.
 - ``derived``: the incremental protocol and the derived tables (silver, state, windows, KPIs).
 - ``checks``: the logic of the asset checks and their thresholds.
-- ``outbound``: aggregates published to Kafka exactly once, and KPI alerts.
+- ``outbound``: aggregates published to Kafka exactly once, and declared KPI alerts.
 - ``serving``: the DuckDB serving file.
 - ``spark``: sessions, jars, Java, the class archive, the Spark Connect server.
-- ``revenue``: the one part that knows the orders fields: the revenue KPIs and KPI alert rules
-  of streams of the order shape.
 
 ``errors`` (one-line errors with their fix), ``faults`` (named crash points for the fault
 tests), ``ports`` and ``local_process`` (the record of a local service's process) sit at the

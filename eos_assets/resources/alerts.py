@@ -1,14 +1,15 @@
-"""KPI alerts as a Dagster resource: where they are delivered, and their rules."""
+"""KPI alerts as a Dagster resource: where and how they are delivered."""
 
 import dagster as dg
 from pydantic import Field
 
-from eos_assets.lib.revenue.alerts import AlertPolicy
+from eos_assets.lib.outbound.alert_notify import DeliveryPolicy
 from eos_assets.settings import read_alert_policy
 
 
 class AlertsResource(dg.ConfigurableResource):
-    """The endpoint of the KPI alerts; their rules and retries are read at each run."""
+    """The endpoint of the KPI alerts; their retries are read at each run (the rules are
+    declared with the stream)."""
 
     url: str | None = Field(
         default=None,
@@ -16,8 +17,8 @@ class AlertsResource(dg.ConfigurableResource):
         "are recorded in the ledger as PENDING and none is delivered.",
     )
 
-    def policy(self) -> AlertPolicy:
-        """The rules and delivery settings (``EOS_ALERT_*``), read now: a change needs no reload.
+    def policy(self) -> DeliveryPolicy:
+        """The delivery settings (``EOS_ALERT_*``), read now: a change needs no reload.
 
         Raises:
             ConfigError: a variable does not parse.

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from eos_assets.lib.contract.stream_shape import COUNT, COUNT_DISTINCT, SUM, Measure, WindowShape
 from eos_assets.lib.delta import delta_io
+from eos_assets.lib.serving.serving import quoted
 
 SAMPLE = 10
 TOLERANCE = 1e-6  # relative, for float sums computed in another order
@@ -318,7 +319,7 @@ def reconcile_serving(
         differs = " OR ".join(f'd."{m}" IS DISTINCT FROM s."{m}"' for m in measures)
         bad = con.execute(
             f"SELECT {', '.join(f'coalesce(d.{k}, s.{k})' for k in keys)} "
-            f'FROM delta_rows d FULL OUTER JOIN "{table.name}" s USING ({", ".join(keys)}) '
+            f"FROM delta_rows d FULL OUTER JOIN {quoted(table.name)} s USING ({', '.join(keys)}) "
             f"WHERE d.{keys[0]} IS NULL OR s.{keys[0]} IS NULL OR {differs} ORDER BY ALL"
         ).fetchall()
         con.unregister("delta_rows")

@@ -48,9 +48,16 @@ _DUCK_TYPES = {
 }
 
 
+def quoted(name: str) -> str:
+    """A served table's name as SQL: ``stream.kpi`` is the table ``kpi`` in the schema
+    ``stream``."""
+    return ".".join(f'"{part}"' for part in name.split("."))
+
+
 @dataclass(frozen=True)
 class ServedTable:
-    """A Delta table served from DuckDB as ``name`` with primary key ``key``."""
+    """A Delta table served from DuckDB as ``name`` (``<schema>.<table>`` or ``<table>``)
+    with primary key ``key``."""
 
     name: str
     uri: str
@@ -110,6 +117,8 @@ def mirror(
         "mirrored_at TIMESTAMPTZ)"
     )
     for table in tables:
+        if "." in table.name:
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(table.name.split('.')[0])}")
         conn.execute(create_ddl(table))
     mirrored = dict(
         conn.execute(f"SELECT table_name, delta_version FROM {VERSIONS_TABLE}").fetchall()
@@ -182,7 +191,7 @@ def _upsert(conn: duckdb.DuckDBPyConnection, table: ServedTable, rows: pa.Table)
             f'"{n}" = excluded."{n}"' for n in table.schema.names if n not in table.key
         )
         conn.execute(
-            f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM _eos_rows '
+            f"INSERT INTO {quoted(table.name)} ({names}) SELECT {names} FROM _eos_rows "
             f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
         )
     finally:
