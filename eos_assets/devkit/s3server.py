@@ -9,13 +9,13 @@ the variables that point the product at it; its data survives ``down``/``up``.
 
 import contextlib
 import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ports import free_port, port_free
+from eos_assets.lib.service_wait import wait_ready
 from eos_assets.lib.spark import jars
 from eos_assets.lib.spark.java import require_java
 
@@ -95,15 +95,16 @@ def start_server(
     out_path = data_dir / _OUT_NAME
     proc = local_process.start_service(command, out_path, cwd=data_dir)
     info = S3Info(endpoint=endpoint, pid=proc.pid, data_dir=str(data_dir))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not local_process.alive(proc.pid):
-            raise EosError(f"the S3 server exited at start: {_failure(out_path)}")
-        if _answers(port):
-            return info
-        time.sleep(0.2)
-    stop_server(info, timeout=10.0)
-    raise EosError(f"the S3 server did not answer within {timeout:g}s: see {out_path}")
+    wait_ready(
+        proc.pid,
+        out_path,
+        lambda: _answers(port),
+        timeout,
+        what="the S3 server",
+        ready_verb="answer",
+        stop=lambda: stop_server(info, timeout=10.0),
+    )
+    return info
 
 
 def stop_server(info: S3Info, timeout: float = 30.0) -> None:
@@ -144,11 +145,3 @@ def _answers(port: int) -> bool:
         s.sendall(b"HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         return s.recv(12).startswith(b"HTTP/1.1")
     return False
-
-
-def _failure(out_path: Path) -> str:
-    """The most telling line the server wrote before it exited."""
-    lines = out_path.read_text(errors="replace").splitlines() if out_path.exists() else []
-    errors = [line.strip() for line in lines if "ERROR" in line or "Exception" in line]
-    useful = errors or [line.strip() for line in lines if line.strip()] or ["(no output)"]
-    return useful[-1][:500]

@@ -20,7 +20,6 @@ the next run starts the session afresh under the same id.
 import contextlib
 import os
 import socket
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from eos_assets.lib import lake_store, local_process
 from eos_assets.lib.errors import ConfigError, EosError, SparkServerError
 from eos_assets.lib.ports import free_port, port_free
+from eos_assets.lib.service_wait import wait_ready
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import PARALLELISM, local_slots, spark_config
 
@@ -122,15 +122,16 @@ def start_server(
         session=str(uuid.uuid4()),
         store=lake_store.store_of(os.environ.get("EOS_LAKE_ROOT", ""), os.environ),
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not local_process.alive(proc.pid):
-            raise EosError(f"the Spark Connect server exited at start: {_failure(out_path)}")
-        if _listening(port):
-            return info
-        time.sleep(0.2)
-    stop_server(info, timeout=10.0)
-    raise EosError(f"the Spark Connect server did not listen within {timeout:g}s: see {out_path}")
+    wait_ready(
+        proc.pid,
+        out_path,
+        lambda: _listening(port),
+        timeout,
+        what="the Spark Connect server",
+        ready_verb="listen",
+        stop=lambda: stop_server(info, timeout=10.0),
+    )
+    return info
 
 
 def stop_server(info: ServerInfo, timeout: float = 30.0) -> None:
@@ -203,14 +204,6 @@ def _read_state(state_dir: Path) -> ServerInfo | None:
 
 def _state_file(state_dir: Path) -> Path:
     return Path(state_dir) / "spark" / "server.json"
-
-
-def _failure(out_path: Path) -> str:
-    """The most telling line the server wrote before it exited."""
-    lines = out_path.read_text(errors="replace").splitlines() if out_path.exists() else []
-    errors = [line.strip() for line in lines if "ERROR" in line or "Exception" in line]
-    useful = errors or [line.strip() for line in lines if line.strip()] or ["(no output)"]
-    return useful[-1][:500]
 
 
 def _listening(port: int) -> bool:
