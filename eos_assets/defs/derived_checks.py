@@ -15,7 +15,7 @@ or is not the one proven, when silver lost a file, when the watermark went back 
 size changed, and when run with ``full``.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
 import pyarrow as pa
@@ -57,49 +57,56 @@ def missing(what: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=False, description=f"{what}: materialize it first")
 
 
-def _table(lake: LakeResource, key: dg.AssetKey) -> DeltaTable | dg.AssetCheckResult:
-    """The Delta table of ``key``, or the failed result that says to materialize it first."""
-    uri = lake.table_uri(*key.path)
-    try:
-        return delta_io.load(uri, lake.storage_options)
-    except TableNotFoundError:
-        return missing(f"no Delta table at {uri}")
+def _table_check(
+    key: dg.AssetKey,
+    name: str,
+    description: str,
+    evaluate: Callable[
+        [DeltaTable, dg.AssetCheckExecutionContext, CheckConfig, LakeResource], dg.AssetCheckResult
+    ],
+    *,
+    blocking: bool = False,
+    op_tags: Mapping[str, str] | None = None,
+) -> dg.AssetChecksDefinition:
+    """A check of the Delta table of ``key`` that runs with its asset: ``evaluate`` gets the
+    table's latest snapshot; a missing table is the failed result that says to materialize it
+    first."""
+
+    @check_with_asset(key, name, description, blocking=blocking, op_tags=op_tags)
+    def check(
+        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+    ) -> dg.AssetCheckResult:
+        uri = lake.table_uri(*key.path)
+        try:
+            dt = delta_io.load(uri, lake.storage_options)
+        except TableNotFoundError:
+            return missing(f"no Delta table at {uri}")
+        return evaluate(dt, context, config, lake)
+
+    return check
 
 
 def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
     """The checks of the stream's silver events and windows."""
 
-    @check_with_asset(
-        stream.events,
-        EVENT_ID_UNIQUE,
-        "Every event_id is present once in silver/events (and never null).",
-        blocking=True,
-    )
     def event_id_unique(
-        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+        dt: DeltaTable,
+        context: dg.AssetCheckExecutionContext,
+        config: CheckConfig,
+        lake: LakeResource,
     ) -> dg.AssetCheckResult:
         """Prove silver's insert-if-absent kept one row per event_id."""
-        dt = _table(lake, stream.events)
-        if isinstance(dt, dg.AssetCheckResult):
-            return dt
         report = unique_ids(dt, last_checked(context, config), dict(lake.storage_options or {}))
         report.counts.update(Checked.of(dt).metadata())
         return report_result(report)
 
-    @check_with_asset(
-        stream.window_aggregates,
-        WINDOWS_RECONCILE,
-        "Final windows (end at or before the watermark) have the totals of the silver rows of the "
-        "same window, silver read at the version the windows consumed.",
-        op_tags=AFTER_SERVING,
-    )
     def final_windows_match_silver(
-        context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
+        dt: DeltaTable,
+        context: dg.AssetCheckExecutionContext,
+        config: CheckConfig,
+        lake: LakeResource,
     ) -> dg.AssetCheckResult:
         """Reconcile window aggregates with silver/events for final windows."""
-        dt = _table(lake, stream.window_aggregates)
-        if isinstance(dt, dg.AssetCheckResult):
-            return dt
         state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
         size_s = dt.transaction_version(windows.SIZE_APP)
         consumed = state[windows.APP]
@@ -118,7 +125,23 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         report.counts.update(Checked.of(silver).metadata(SILVER))
         return report_result(report)
 
-    return [event_id_unique, final_windows_match_silver]
+    return [
+        _table_check(
+            stream.events,
+            EVENT_ID_UNIQUE,
+            "Every event_id is present once in silver/events (and never null).",
+            event_id_unique,
+            blocking=True,
+        ),
+        _table_check(
+            stream.window_aggregates,
+            WINDOWS_RECONCILE,
+            "Final windows (end at or before the watermark) have the totals of the silver rows "
+            "of the same window, silver read at the version the windows consumed.",
+            final_windows_match_silver,
+            op_tags=AFTER_SERVING,
+        ),
+    ]
 
 
 SILVER = "silver_"  # prefix of the proven silver snapshot's metadata keys
