@@ -15,9 +15,9 @@ import eos_assets.streams
 from eos_assets.declaration import read_declaration
 from eos_assets.defs.stream import ORDERS as STREAM
 from eos_assets.lib.delta.delta_io import read_rows
+from eos_assets.lib.derived.kpi_compute import kpi_schema
 from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
-from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.lake import LakeResource
@@ -28,14 +28,14 @@ from eos_assets_tests.support.oracle import Expected
 from eos_assets_tests.support.orders import (
     EVENTS,
     KPI_DAILY,
-    KPI_DAILY_CUSTOMERS,
+    KPI_DAILY_DISTINCT,
     KPI_WINDOW,
+    KPI_WINDOW_DISTINCT,
     LATE_EVENTS,
     ORDER_STATE,
     WINDOW_AGGREGATES,
     events,
-    kpi_daily,
-    kpi_window,
+    kpi_tables,
     order_state,
     raw_events,
     serving_kpi,
@@ -48,7 +48,10 @@ _ENTITY = entity_spec(ORDERS)
 assert _ENTITY is not None
 ORDERS_ENTITY = _ENTITY
 ORDER_STATE_SCHEMA = ORDERS_ENTITY.schema
-DERIVED = [events, order_state, window_aggregates, kpi_window, kpi_daily, serving_kpi]
+DERIVED = [events, order_state, window_aggregates, kpi_tables, serving_kpi]
+_SPECS = {spec.name: spec for spec in STREAM.kpi_specs}
+KPI_WINDOW_SCHEMA = kpi_schema(_SPECS["kpi_window"], STREAM.contract)
+KPI_DAILY_SCHEMA = kpi_schema(_SPECS["kpi_daily"], STREAM.contract)
 ALL = [raw_events, *DERIVED]
 TABLES = (
     EVENTS,
@@ -56,19 +59,19 @@ TABLES = (
     WINDOW_AGGREGATES,
     LATE_EVENTS,
     KPI_WINDOW,
+    KPI_WINDOW_DISTINCT,
     KPI_DAILY,
-    KPI_DAILY_CUSTOMERS,
+    KPI_DAILY_DISTINCT,
 )
 
 
 def window_config(window_minutes: float, grace_minutes: float) -> dict[str, Any]:
-    """Run config of the window assets."""
+    """Run config of the window assets (the KPI tables have their declared periods)."""
     return {
         "ops": {
             "orders__gold__window_aggregates": {
                 "config": {"window_minutes": window_minutes, "grace_minutes": grace_minutes}
             },
-            "orders__gold__kpi_window": {"config": {"window_minutes": window_minutes}},
         }
     }
 
@@ -142,11 +145,11 @@ def assert_matches_oracle(lake_root: str, want: Expected, warehouse: Path | None
     state = table(lake_root, ORDER_STATE, ORDER_STATE_SCHEMA)
     assert_same({r["order_id"]: r for r in state}, want.order_state, "orders/silver/entity_state")
     assert_windows(lake_root, want)
-    kpi_rows = table(lake_root, KPI_WINDOW, kpi.KPI_WINDOW_SCHEMA)
+    kpi_rows = table(lake_root, KPI_WINDOW, KPI_WINDOW_SCHEMA)
     assert_same(
         {(r["window_start"], r["currency"]): r for r in kpi_rows}, want.kpi_window, "kpi_window"
     )
-    daily = table(lake_root, KPI_DAILY, kpi.KPI_DAILY_SCHEMA)
+    daily = table(lake_root, KPI_DAILY, KPI_DAILY_SCHEMA)
     assert_same({(r["day"], r["currency"]): r for r in daily}, want.kpi_daily, "kpi_daily")
     if warehouse is not None:
         assert_served(lake_root, warehouse, kpi_rows, daily)
@@ -201,8 +204,8 @@ def assert_served(
     lake = LakeResource(root=lake_root)
     with warehouse_file.connect_reader(warehouse) as conn:
         served = {
-            "kpi_window": _rows(conn, "kpi_window", ("window_start", "currency")),
-            "kpi_daily": _rows(conn, "kpi_daily", ("day", "currency")),
+            "kpi_window": _rows(conn, "orders.kpi_window", ("window_start", "currency")),
+            "kpi_daily": _rows(conn, "orders.kpi_daily", ("day", "currency")),
         }
         recorded = dict(
             conn.execute("SELECT table_name, delta_version FROM eos_delta_versions").fetchall()
@@ -216,8 +219,8 @@ def assert_served(
         served["kpi_daily"], {(r["day"], r["currency"]): r for r in daily}, "DuckDB kpi_daily"
     )
     assert recorded == {
-        "kpi_window": DeltaTable(lake.table_uri(*KPI_WINDOW.path)).version(),
-        "kpi_daily": DeltaTable(lake.table_uri(*KPI_DAILY.path)).version(),
+        "orders.kpi_window": DeltaTable(lake.table_uri(*KPI_WINDOW.path)).version(),
+        "orders.kpi_daily": DeltaTable(lake.table_uri(*KPI_DAILY.path)).version(),
     }
 
 

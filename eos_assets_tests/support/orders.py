@@ -10,38 +10,37 @@ import dagster as dg
 
 from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
-from eos_assets.defs import jobs, order_kpis, sensors
+from eos_assets.defs import jobs, sensors
 from eos_assets.defs.checks import FRESHNESS, KAFKA_AUDIT, MALFORMED_RATE, OFFSETS_CONTIGUOUS
 from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, WINDOWS_RECONCILE
+from eos_assets.defs.kpis import ALERTS_NOT_STUCK, SERVING_RECONCILE
 from eos_assets.defs.maintenance import z_order
-from eos_assets.defs.order_alerts import ALERTS_NOT_STUCK
-from eos_assets.defs.order_kpis import SERVING_RECONCILE
 from eos_assets.defs.outbound import AGG_OUT_CAUGHT_UP
 from eos_assets.defs.stream import ORDERS as STREAM
 from eos_assets.streams import declaration
 
 MODEL = read_declaration(declaration("orders"))
-_REVENUE = order_kpis.OrderKpiKeys.of(STREAM)
 
 RAW_EVENTS = STREAM.raw_events
 EVENTS = STREAM.events
 ORDER_STATE = STREAM.entity_state
 WINDOW_AGGREGATES = STREAM.window_aggregates
 LATE_EVENTS = STREAM.late_events
-DECLARED_KPIS = STREAM.kpis
+SERVING_KPI = STREAM.kpis  # the served KPI tables
+DECLARED_KPIS = STREAM.sql_kpis  # the served SQL KPIs
 AGG_OUT = STREAM.agg_out
-KPI_WINDOW = _REVENUE.kpi_window
-KPI_DAILY = _REVENUE.kpi_daily
-KPI_DAILY_CUSTOMERS = _REVENUE.kpi_daily_customers
-SERVING_KPI = _REVENUE.serving_kpi
-KPI_ALERTS = _REVENUE.kpi_alerts
+KPI_WINDOW = STREAM.kpi_key("kpi_window")
+KPI_DAILY = STREAM.kpi_key("kpi_daily")
+KPI_WINDOW_DISTINCT = STREAM.distinct_key("kpi_window")
+KPI_DAILY_DISTINCT = STREAM.distinct_key("kpi_daily")
+KPI_ALERTS = STREAM.kpi_alerts
 
 PARTS = builtin.build(MODEL)
 T = TypeVar("T")
 
 
 def present(part: T | None) -> T:
-    """A part the orders stream has (its declaration has an entity, KPIs and the order shape)."""
+    """A part the orders stream has (its declaration has an entity, KPIs and alerts)."""
     assert part is not None
     return part
 
@@ -50,11 +49,12 @@ raw_events = PARTS.raw_events
 events = PARTS.events
 order_state = present(PARTS.entity_state)
 window_aggregates = PARTS.window_aggregates
-declared_kpis = present(PARTS.kpis)
-kpi_window, kpi_daily, serving_kpi = PARTS.revenue
+kpi_tables = present(PARTS.kpi_tables)  # kpi_window, kpi_daily and their distinct values
+serving_kpi = present(PARTS.serving)
+declared_kpis = present(PARTS.sql_kpis)
 agg_out, caught_up_with_window_aggregates = PARTS.agg_out, PARTS.agg_out_check
 kpi_alerts = present(PARTS.kpi_alerts)
-duckdb_matches_delta, no_alert_stuck_in_flight = PARTS.revenue_checks
+duckdb_matches_delta, no_alert_stuck_in_flight = PARTS.kpi_checks
 event_id_unique, final_windows_match_silver = PARTS.derived_checks
 (
     offsets_contiguous,
