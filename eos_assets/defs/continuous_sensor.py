@@ -37,7 +37,8 @@ RETRY_AFTER_S = 30.0
 DEAD = "eos/dead"  # tag of a run the keeper found dead and marked failed
 # A live run with no batch for this long while records are pending is the stall's cause.
 STALL_AFTER_S = 60.0
-_ACTIVE = [
+# Statuses of a run that is queued or running.
+ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -76,7 +77,7 @@ class Continuous:
 def active_runs(instance: dg.DagsterInstance, stream: Stream) -> list[Continuous]:
     """The stream's continuous runs the instance holds as active, oldest first."""
     records = instance.get_run_records(
-        filters=dg.RunsFilter(job_name=stream.named(CONTINUOUS_JOB), statuses=_ACTIVE)
+        filters=dg.RunsFilter(job_name=stream.named(CONTINUOUS_JOB), statuses=ACTIVE)
     )
     found = [Continuous(r.dagster_run, r.create_timestamp.timestamp()) for r in records]
     return sorted(found, key=lambda c: c.created)

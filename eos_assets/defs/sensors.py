@@ -17,7 +17,7 @@ import time
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from eos_assets.defs.continuous_sensor import rest_request, stall_cause
+from eos_assets.defs.continuous_sensor import ACTIVE, rest_request, stall_cause
 from eos_assets.defs.jobs import INGEST_JOB, STREAM_JOB, STREAM_TAG, stream_selection
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.limits import Limits
@@ -53,12 +53,6 @@ REST_EVERY_S = 30
 CONTINUOUS_REST_EVERY_S = 120
 # Active runs of a job looked at per tick (a few per stream at most).
 _ACTIVE_LOOKED_AT = 20
-_ACTIVE = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
 
 
 def _observation(
@@ -257,7 +251,7 @@ def lag_sensor(stream: Stream) -> dg.SensorDefinition:
                 run
                 for job in (STREAM_JOB, INGEST_JOB)
                 for run in context.instance.get_runs(
-                    filters=dg.RunsFilter(job_name=job, statuses=_ACTIVE), limit=_ACTIVE_LOOKED_AT
+                    filters=dg.RunsFilter(job_name=job, statuses=ACTIVE), limit=_ACTIVE_LOOKED_AT
                 )
                 if run.tags.get(STREAM_TAG, stream.name) == stream.name
                 and _holds_the_way(context.instance, run, stream.events)
@@ -317,9 +311,7 @@ def _continuous_tick(
         reason = f"stalled: {cause}"
     request = None
     busy = context.instance.get_runs(
-        filters=dg.RunsFilter(
-            job_name=STREAM_JOB, statuses=_ACTIVE, tags={STREAM_TAG: stream.name}
-        ),
+        filters=dg.RunsFilter(job_name=STREAM_JOB, statuses=ACTIVE, tags={STREAM_TAG: stream.name}),
         limit=1,
     )
     if not history.lean(now, CONTINUOUS_REST_EVERY_S) and not busy:
