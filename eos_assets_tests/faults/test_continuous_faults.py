@@ -25,8 +25,7 @@ from eos_assets.defs.continuous_sensor import live_runs
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit import broker
 from eos_assets.lib import faults
-from eos_assets.lib.derived import silver_events
-from eos_assets.lib.revenue import kpi
+from eos_assets.lib.derived import kpi_tables, silver_events
 from eos_assets_tests.faults import test_spark_server_faults as on_server
 from eos_assets_tests.faults.harness import Ledger, wait_for_files
 from eos_assets_tests.faults.oracle import judge, overlaps
@@ -53,7 +52,7 @@ MODULE = "eos_assets_tests.faults.continuous_defs"
 def start(d: Deployment, loop: dict[str, Any], **fault: str) -> DagsterRun:
     """Start one continuous run with ``loop`` as its config; ``fault`` arms a crash point
     (``crash_at``) or a pause (``pause_at``, ``pause_dir``)."""
-    config = {"window_minutes": WINDOW.seconds / 60, "poll_s": 0.2, **loop}
+    config = {"poll_s": 0.2, **loop}
     path = d.logs.parent / f"continuous-{time.monotonic_ns()}.json"
     path.write_text(json.dumps({"ops": {"orders_kpi_batches": {"config": config}}}))
     return d.launch([DAGSTER, "job", "execute", "-m", MODULE, "-j", JOB, "-c", str(path)], **fault)
@@ -123,8 +122,8 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     monkeypatch: pytest.MonkeyPatch,
     ledger: Ledger,
 ) -> None:
-    """The server dies while the run's KPI worker is inside gold/kpi_daily, between its two
-    commits (the customer set committed, the daily KPIs not), and records arrive: the run fails
+    """The server dies while the run's KPI worker is inside gold/kpi_window, between its two
+    commits (its distinct values committed, its rows not), and records arrive: the run fails
     with the server's one line; after ``eos-assets spark up`` the next run makes every table
     exact. (The KPI worker's last commits need no server, so the records sent while the run
     waits are what make a Spark call certain after the kill.)"""
@@ -132,7 +131,7 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     _, manifest = produced(topic, count=900, seed=63, **MIX)
     pauses = tmp_path / "pauses"
     pauses.mkdir()
-    run = start(d, {"max_batches": 5}, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
+    run = start(d, {"max_batches": 5}, pause_at=kpi_tables.AFTER_DISTINCT, pause_dir=str(pauses))
 
     def send_more() -> None:
         manifest.extend(produced(topic, count=300, seed=65, **MIX)[1])
@@ -142,7 +141,8 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     monkeypatch.setenv("EOS_SPARK_MASTER", "local[2]")
     assert cli.main(["spark", "up"]) == 0
     the_next_run_is_exact(
-        d, manifest, ledger, f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS} (continuous run)",
+        d, manifest, ledger,
+        f"Spark server SIGKILLed at {kpi_tables.AFTER_DISTINCT} (continuous run)",
         "failed in one line; spark up + the next run exact",
     )  # fmt: skip
 

@@ -59,7 +59,7 @@ def checks_pass(result: dg.ExecuteInProcessResult) -> tuple[dict, dict]:
 
 def tick(stream: Stream, bootstrap: str, topic: str, lake_root: str) -> dg.SensorResult:
     """One tick of the stream's lag sensor, as the daemon evaluates it."""
-    sensor = sensors.lag_sensor(stream, checks.SERVING_KPI)
+    sensor = sensors.lag_sensor(stream)
     resources = {
         "kafka": KafkaResource(bootstrap_servers=bootstrap, topics=[topic]),
         "lake": LakeResource(root=lake_root),

@@ -27,8 +27,7 @@ from deltalake import DeltaTable
 
 from eos_assets import cli
 from eos_assets.lib import faults
-from eos_assets.lib.derived import silver_events
-from eos_assets.lib.revenue import kpi
+from eos_assets.lib.derived import kpi_tables, silver_events
 from eos_assets.lib.spark import spark_server
 from eos_assets_tests.faults.harness import (
     STARTED,
@@ -357,15 +356,16 @@ def test_the_server_killed_mid_run_fails_it_in_one_line_then_after_spark_up_it_i
     capsys: pytest.CaptureFixture[str],
     ledger: Ledger,
 ) -> None:
-    """The server dies while the run is in gold/kpi_daily, between its two commits (the
-    customer set committed, the daily KPIs not), with silver/entity_state and the windows still
-    to compute: the run fails, each failed step in one line, and once ``eos-assets spark up``
-    has started the server again, the next run makes every table exact."""
+    """The server dies while the run is in the KPI tables' step, between gold/kpi_window's two
+    commits (its distinct values committed, its rows not), with silver/entity_state and the
+    windows still to compute: the run fails, each failed step in one line, and once
+    ``eos-assets spark up`` has started the server again, the next run makes every table
+    exact."""
     d, topic = deployment
     _, manifest = produced(topic, count=1500, seed=44, **MIX)
     pauses = tmp_path / "pauses"
     pauses.mkdir()
-    run = d.start(STREAM_JOB, pause_at=kpi.AFTER_CUSTOMERS, pause_dir=str(pauses))
+    run = d.start(STREAM_JOB, pause_at=kpi_tables.AFTER_DISTINCT, pause_dir=str(pauses))
     info, outcome = kill_server_under(run, server, pauses, d.home)
 
     monkeypatch.setenv("EOS_STATE_DIR", str(server))
@@ -377,7 +377,7 @@ def test_the_server_killed_mid_run_fails_it_in_one_line_then_after_spark_up_it_i
     assert rerun.returncode == 0, rerun.tail()
     lost, doubled = assert_exact(d, topic, manifest)
     ledger.record(
-        f"Spark server SIGKILLed at {kpi.AFTER_CUSTOMERS}", 1, lost, doubled,
+        f"Spark server SIGKILLed at {kpi_tables.AFTER_DISTINCT}", 1, lost, doubled,
         f"failed steps {sorted(outcome.failures)} in one line; spark up + rerun "
         f"{time.monotonic() - began:.0f}s",
     )  # fmt: skip

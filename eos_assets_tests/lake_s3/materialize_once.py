@@ -24,7 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="materialize_once")
     for name in ("--bootstrap", "--topic", "--lake", "--warehouse", "--remote"):
         parser.add_argument(name, required=True)
-    parser.add_argument("--window-minutes", type=float, default=1.0)
+    parser.add_argument(
+        "--window-minutes",
+        type=float,
+        default=1.0,
+        help="size and grace of gold/window_aggregates (the KPI tables keep their declared "
+        "periods)",
+    )
     args = parser.parse_args(argv)
     res = graph.resources(args.bootstrap, args.topic, args.lake, Path(args.warehouse))
     options = lake_store.storage_options(args.lake, os.environ)

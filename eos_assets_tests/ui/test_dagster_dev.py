@@ -51,17 +51,13 @@ def test_the_lag_sensor_launches_an_ingest_run_that_succeeds(
         "orders__silver__events",
         "orders__silver__entity_state",
         "orders__gold__window_aggregates",
-        "orders__gold__kpi_daily",
+        "orders__gold__kpis",
     }
-    assert (
-        silver_gold
-        | {"orders__gold__kpi_window", "orders__serving__kpi", "orders__outbound__agg_out"}
-        <= steps.keys()
-    )
+    assert silver_gold | {"orders__serving__kpis", "orders__outbound__agg_out"} <= steps.keys()
     assert set(steps.values()) == {"SUCCESS"}
     # The path to the served KPIs runs first; the rest of the graph yields to it.
     times = {s["stepKey"]: (s["startTime"], s["endTime"]) for s in run["stepStats"]}
-    served = times["orders__serving__kpi"][1]
+    served = times["orders__serving__kpis"][1]
     for later in (
         "orders__bronze__raw_events_malformed_rate_below_threshold",
         "orders__silver__entity_state",
