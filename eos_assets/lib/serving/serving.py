@@ -89,7 +89,8 @@ def create_ddl(table: ServedTable) -> str:
         null = " NOT NULL" if f.name in table.key else ""
         columns.append(f'"{f.name}" {kind}{null}')
     key = ", ".join(f'"{k}"' for k in table.key)
-    return f'CREATE TABLE IF NOT EXISTS "{table.name}" ({", ".join(columns)}, PRIMARY KEY ({key}))'
+    name = quoted(table.name)
+    return f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(columns)}, PRIMARY KEY ({key}))"
 
 
 def serve(
