@@ -8,7 +8,7 @@ import pytest
 from dagster_pyspark import LazyPySparkResource
 
 from eos_assets.lib.errors import ConfigError, SparkServerError
-from eos_assets.lib.revenue.alerts import AlertPolicy
+from eos_assets.lib.outbound.alert_notify import DeliveryPolicy
 from eos_assets.resources import build_resources
 from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
@@ -149,9 +149,9 @@ def test_the_definitions_load_with_a_local_spark_server_that_is_not_running(
 
 
 def test_alert_policy_and_publisher_lag_come_from_the_settings() -> None:
-    policy = read_alert_policy({"EOS_ALERT_REVENUE_MIN": "-5", "EOS_ALERT_MAX_ATTEMPTS": "3"})
-    assert (policy.revenue_min, policy.max_attempts, policy.timeout_s) == (-5.0, 3, 10.0)
-    assert read_alert_policy({}) == AlertPolicy()
+    policy = read_alert_policy({"EOS_ALERT_BACKOFF_S": "0.5", "EOS_ALERT_MAX_ATTEMPTS": "3"})
+    assert (policy.backoff_s, policy.max_attempts, policy.timeout_s) == (0.5, 3, 10.0)
+    assert read_alert_policy({}) == DeliveryPolicy()
     with pytest.raises(ConfigError, match=r"^EOS_ALERT_MAX_ATTEMPTS='0' is not a positive whole"):
         read_alert_policy({"EOS_ALERT_MAX_ATTEMPTS": "0"})
     with pytest.raises(ConfigError, match=r"^EOS_ALERT_TIMEOUT_S='soon' is not a number"):
