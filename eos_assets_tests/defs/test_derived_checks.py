@@ -95,7 +95,7 @@ def test_every_derived_check_passes_on_the_built_graph(built: Lake) -> None:
     assert meta(windows)["final_windows"] > 3, "the stream must close several windows"
     served = run(derived_checks.duckdb_matches_delta, built)
     assert served.passed, served.description
-    assert meta(served)["kpi_daily_rows"] > 0 and meta(served)["kpi_window_rows"] > 3
+    assert meta(served)["orders.kpi_daily_rows"] > 0 and meta(served)["orders.kpi_window_rows"] > 3
 
 
 def test_event_id_unique_fails_on_a_duplicated_silver_row(broken: Lake) -> None:
@@ -149,12 +149,14 @@ def test_window_reconciliation_fails_on_an_altered_total(broken: Lake) -> None:
 def test_serving_reconciliation_fails_on_an_altered_duckdb_kpi(broken: Lake) -> None:
     with duckdb.connect(str(broken.warehouse)) as con:
         (day, currency) = con.execute(
-            "SELECT day, currency FROM kpi_daily ORDER BY day, currency LIMIT 1"
+            "SELECT day, currency FROM orders.kpi_daily ORDER BY day, currency LIMIT 1"
         ).fetchone() or (None, None)
         con.execute(
-            "UPDATE kpi_daily SET revenue = revenue + 1 WHERE day = ? AND currency = ?",
+            "UPDATE orders.kpi_daily SET revenue = revenue + 1 WHERE day = ? AND currency = ?",
             [day, currency],
         )
     result = run(derived_checks.duckdb_matches_delta, broken)
     assert not result.passed
-    assert f"kpi_daily key ({day!r}, {currency!r}) differs from Delta" in (result.description or "")
+    assert f"orders.kpi_daily key ({day!r}, {currency!r}) differs from Delta" in (
+        result.description or ""
+    )

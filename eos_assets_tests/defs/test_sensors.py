@@ -27,8 +27,9 @@ from eos_assets_tests.support.orders import (
     EVENT_ID_UNIQUE_KEY,
     EVENTS,
     KPI_DAILY,
-    KPI_DAILY_CUSTOMERS,
+    KPI_DAILY_DISTINCT,
     KPI_WINDOW,
+    KPI_WINDOW_DISTINCT,
     OFFSETS_CONTIGUOUS_KEY,
     ORDER_STATE,
     RAW_EVENTS,
@@ -159,7 +160,8 @@ def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(
     kafka_bootstrap: str, one_partition: tuple[Ticker, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ticker, topic = one_partition
-    kpi_path = {RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, KPI_DAILY_CUSTOMERS, SERVING_KPI}
+    kpi_path = {RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, SERVING_KPI}
+    kpi_path |= {KPI_WINDOW_DISTINCT, KPI_DAILY_DISTINCT}
 
     def launch(first: int) -> dg.RunRequest:
         send_transaction(kafka_bootstrap, topic, batch(10, 1, first=first))
@@ -177,7 +179,7 @@ def test_a_small_backlog_soon_after_a_full_run_takes_only_the_kpi_path(
     checks = set(lean.asset_check_keys or [])
     assert {OFFSETS_CONTIGUOUS_KEY, EVENT_ID_UNIQUE_KEY, SERVING_RECONCILE_KEY} <= checks
     assert WINDOWS_RECONCILE_KEY not in checks
-    # The job runs that subset: kpi_daily's step computes its customer set with it.
+    # The job runs that subset: the KPI step computes the distinct values with the tables.
     subset = stream_job_def().get_subset(
         asset_selection=set(lean.asset_selection or []), asset_check_selection=checks
     )

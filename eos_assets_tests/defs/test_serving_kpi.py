@@ -1,4 +1,4 @@
-"""serving/kpi with readers: held read-only connections never stop it, a killed writer loses
+"""serving/kpis with readers: held read-only connections never stop it, a killed writer loses
 nothing that was served.
 
 The KPI Delta tables are written directly (no Spark); every row of Delta version ``v`` has
@@ -23,10 +23,10 @@ import pytest
 from deltalake import write_deltalake
 
 from eos_assets.lib import faults
-from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import serving, warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
+from eos_assets_tests.support.graph import KPI_DAILY_SCHEMA, KPI_WINDOW_SCHEMA
 from eos_assets_tests.support.orders import KPI_DAILY, KPI_WINDOW, duckdb_matches_delta, serving_kpi
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,9 +36,9 @@ WINDOWS = 48
 # One query that reads both KPI tables and the versions, as of one snapshot.
 SNAPSHOT = (
     "SELECT table_name, delta_version, "
-    "(SELECT list(DISTINCT orders_paid) FROM kpi_window), "
-    "(SELECT list(DISTINCT orders_paid) FROM kpi_daily), "
-    "(SELECT count(*) FROM kpi_window), (SELECT count(*) FROM kpi_daily) "
+    "(SELECT list(DISTINCT orders_paid) FROM orders.kpi_window), "
+    "(SELECT list(DISTINCT orders_paid) FROM orders.kpi_daily), "
+    "(SELECT count(*) FROM orders.kpi_window), (SELECT count(*) FROM orders.kpi_daily) "
     "FROM eos_delta_versions ORDER BY table_name"
 )
 
@@ -52,7 +52,13 @@ def _measures(paid: int) -> dict[str, Any]:
         "paid_amount": 10.0 * paid,
         "refunded_amount": 0.0,
     }
-    return {**kpi.finish(counters, 3), "revision": paid, "silver_version": paid}
+    derived = {
+        "revenue": 10.0 * paid,
+        "average_order_value": 10.0,
+        "unique_customers": 3,
+        "cancellation_rate": 1 / (10 * paid),
+    }
+    return {**counters, **derived, "revision": paid, "silver_version": paid}
 
 
 def write_version(lake: LakeResource, paid: int) -> None:
@@ -70,8 +76,8 @@ def write_version(lake: LakeResource, paid: int) -> None:
     ]
     daily = [{"day": DAY, "currency": c, **_measures(paid)} for c in CURRENCIES]
     for key, rows, schema in (
-        (KPI_WINDOW, windows, kpi.KPI_WINDOW_SCHEMA),
-        (KPI_DAILY, daily, kpi.KPI_DAILY_SCHEMA),
+        (KPI_WINDOW, windows, KPI_WINDOW_SCHEMA),
+        (KPI_DAILY, daily, KPI_DAILY_SCHEMA),
     ):
         uri = lake.table_uri(*key.path)
         mode = "overwrite" if Path(uri).exists() else "error"
@@ -90,7 +96,7 @@ def whole(rows: list[list[Any]]) -> int:
 
 
 def serve(lake: LakeResource, warehouse: Path) -> dg.ExecuteInProcessResult:
-    """Materialize serving/kpi with its reconciliation check; both must succeed."""
+    """Materialize serving/kpis with its reconciliation check; both must succeed."""
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [serving_kpi, duckdb_matches_delta],
@@ -176,10 +182,10 @@ def test_readers_holding_the_file_never_stop_serving_and_keep_their_version(
         for paid in (2, 3, 4):
             write_version(lake, paid)
             result = serve(lake, warehouse)
-            (served,) = result.asset_materializations_for_node("orders__serving__kpi")
+            (served,) = result.asset_materializations_for_node("orders__serving__kpis")
             assert served.metadata["rows_upserted"].value == {
-                "kpi_window": WINDOWS * len(CURRENCIES),
-                "kpi_daily": len(CURRENCIES),
+                "orders.kpi_window": WINDOWS * len(CURRENCIES),
+                "orders.kpi_daily": len(CURRENCIES),
             }
             assert current(warehouse) == paid - 1  # a new connection sees the new version
             assert whole(reader.query(SNAPSHOT)) == 0  # the held one still sees all of v0
@@ -195,18 +201,22 @@ def test_readers_holding_the_file_never_stop_serving_and_keep_their_version(
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert whole([list(r) for r in conn.execute(SNAPSHOT).fetchall()]) == 3
         keys = conn.execute(
-            "SELECT table_name, constraint_type FROM duckdb_constraints() "
-            "WHERE constraint_type = 'PRIMARY KEY' ORDER BY table_name"
+            "SELECT schema_name || '.' || table_name, constraint_type FROM duckdb_constraints() "
+            "WHERE constraint_type = 'PRIMARY KEY' ORDER BY ALL"
         ).fetchall()
-    assert [k[0] for k in keys] == ["eos_delta_versions", "kpi_daily", "kpi_window"]
+    assert [k[0] for k in keys] == [
+        "main.eos_delta_versions",
+        "orders.kpi_daily",
+        "orders.kpi_window",
+    ]
 
 
 def _killed_serving_run(lake: LakeResource, warehouse: Path, point: str) -> None:
-    """Materialize serving/kpi in a process of its own that SIGKILLs itself at ``point``."""
+    """Materialize serving/kpis in a process of its own that SIGKILLs itself at ``point``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_FAULT_")}
     env[faults.CRASH_ENV] = point
     cmd = [sys.executable, "-m", "eos_assets_tests.support.derived_once", "--lake", lake.root]
-    cmd += ["--warehouse", str(warehouse), "--asset", "orders/serving/kpi"]
+    cmd += ["--warehouse", str(warehouse), "--asset", "orders/serving/kpis"]
     done = subprocess.run(
         cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
     )

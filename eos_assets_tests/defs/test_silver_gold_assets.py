@@ -79,7 +79,7 @@ def test_graph_matches_the_oracle_over_batches_and_is_idempotent(
     graph.assert_matches_oracle(lake_root, want, warehouse)
     silver = _metadata(result, "orders__silver__events")
     assert silver["delta_version"] is None and silver["rows_inserted"] == 0
-    assert _metadata(result, "orders__serving__kpi")["rows_upserted"] == {}
+    assert _metadata(result, "orders__serving__kpis")["rows_upserted"] == {}
 
 
 def _metadata(result: Any, node: str) -> dict[str, Any]:

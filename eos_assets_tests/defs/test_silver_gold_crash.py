@@ -15,10 +15,9 @@ import pytest
 from deltalake import DeltaTable
 
 from eos_assets.lib import faults
-from eos_assets.lib.derived import silver_events
+from eos_assets.lib.derived import kpi_tables, silver_events
 from eos_assets.lib.derived.window_aggregates import AFTER_LATE_EVENTS
 from eos_assets.lib.derived.windows import APP as WINDOWS_APP
-from eos_assets.lib.revenue import kpi
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.faults.harness import Run, fault_env, finish, spawn
 from eos_assets_tests.support import graph
@@ -26,15 +25,17 @@ from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.oracle import expected
 from eos_assets_tests.support.orders import (
     EVENTS,
-    KPI_DAILY,
-    KPI_DAILY_CUSTOMERS,
+    KPI_DAILY_DISTINCT,
+    KPI_WINDOW,
+    KPI_WINDOW_DISTINCT,
     LATE_EVENTS,
     WINDOW_AGGREGATES,
     events,
-    kpi_daily,
-    kpi_window,
     raw_events,
     window_aggregates,
+)
+from eos_assets_tests.support.orders import (
+    kpi_tables as kpi_assets,
 )
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -123,20 +124,25 @@ def test_gold_crashes_between_commits_then_rerun_loses_and_doubles_nothing(
     late = DeltaTable(lake.table_uri(*LATE_EVENTS.path))
     assert late.transaction_version(WINDOWS_APP) == 2
     assert DeltaTable(lake.table_uri(*WINDOW_AGGREGATES.path)).transaction_version(WINDOWS_APP) == 1
-    # Then stop right after the customer set commits, before the daily KPIs do (in process:
-    # an exception at the point leaves the tables as a kill would, at no JVM start).
-    monkeypatch.setattr(faults, "crash_point", functools.partial(_stop_at, kpi.AFTER_CUSTOMERS))
+    # Then stop right after kpi_window's distinct values commit, before its rows do (in
+    # process: an exception at the point leaves the tables as a kill would, at no JVM start).
+    stop = functools.partial(_stop_at, kpi_tables.AFTER_DISTINCT)
+    monkeypatch.setattr(faults, "crash_point", stop)
     stopped = dg.materialize(
-        [window_aggregates, kpi_window, kpi_daily],
+        [window_aggregates, kpi_assets],
         resources=orders_graph.resources,
         run_config=config,
         raise_on_error=False,
     )
     monkeypatch.undo()
     assert not stopped.success
-    customers = DeltaTable(lake.table_uri(*KPI_DAILY_CUSTOMERS.path))
-    assert customers.transaction_version(kpi.APP) == 2
-    assert DeltaTable(lake.table_uri(*KPI_DAILY.path)).transaction_version(kpi.APP) == 1
+    distinct = DeltaTable(lake.table_uri(*KPI_WINDOW_DISTINCT.path))
+    assert distinct.transaction_version(kpi_tables.APP) == 2
+    assert DeltaTable(lake.table_uri(*KPI_WINDOW.path)).transaction_version(kpi_tables.APP) == 1
+    assert (
+        DeltaTable(lake.table_uri(*KPI_DAILY_DISTINCT.path)).transaction_version(kpi_tables.APP)
+        == 1
+    ), "kpi_daily comes after kpi_window: the stop left it untouched"
 
     orders_graph.materialize(graph.DERIVED, config)
     want = expected(batches, WINDOW, GRACE)
