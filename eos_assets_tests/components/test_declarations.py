@@ -48,7 +48,7 @@ def test_the_shipped_declaration_loads_the_orders_pipeline() -> None:
         "orders/bronze/raw_events",
         "orders/silver/events",
         "orders/gold/window_aggregates",
-        "orders/serving/kpi",
+        "orders/serving/kpis",
     } <= keys
     assert defs.resolve_job_def("ingest_and_refresh") is not None
     assert defs.resolve_sensor_def("orders_ingest_on_kafka_lag") is not None
@@ -143,13 +143,69 @@ def test_two_streams_reading_one_topic() -> None:
     assert caught.value.field == "topics" and "a.yaml" in caught.value.problem
 
 
-def test_another_shape_gets_its_own_tables_and_no_revenue_kpis(load: Loader) -> None:
+def test_the_kpi_tables_and_alerts_come_from_the_declaration_alone(load: Loader) -> None:
     document = orders()
-    document["attributes"]["windows"]["measures"]["amount_max"] = {"agg": "max", "of": "amount"}
+    attributes = document["attributes"]
+    for name in ("kpi_window", "kpi_daily"):
+        del attributes["kpis"][name]
+    attributes["serve"] = ["revenue_by_hour", "orders_by_status"]
+    del attributes["alerts"]
+    attributes["kpis"]["paid_per_hour"] = {
+        "time": "1h",
+        "measures": {"paid": {"agg": "sum", "of": "amount", "when": {"event_type": "order_paid"}}},
+    }
     defs, _ = load({"orders": document})
     keys = {k.to_user_string() for a in defs.assets or [] for k in a.keys}  # type: ignore[union-attr]
-    assert {"orders/gold/window_aggregates", "orders/serving/kpis"} <= keys
-    assert not {"orders/gold/kpi_daily", "orders/serving/kpi"} & keys  # the order shape's own
+    assert {"orders/gold/paid_per_hour", "orders/serving/sql_kpis"} <= keys
+    assert not {"orders/gold/kpi_daily", "orders/serving/kpis", "orders/outbound/kpi_alerts"} & keys
+
+
+@pytest.mark.parametrize(
+    ("kpi", "field", "problem"),
+    [
+        ({"time": "1h", "sql": "SELECT 1"}, "kpis.bad", "both sql and measures"),
+        ({"time": "1h"}, "kpis.bad.measures", "no measure"),
+        ({"time": "an hour", "measures": {"n": {"agg": "count"}}}, "kpis.bad.time", "period"),
+        ({"measures": {"n": {"agg": "count"}}}, "kpis.bad", "neither time nor by"),
+        ({"time": "day", "by": ["amount"], "measures": {"n": {"agg": "count"}}},
+         "kpis.bad.by[0]", "is a double"),
+        ({"time": "day", "measures": {"day": {"agg": "count"}}}, "kpis.bad.measures.day", "key"),
+        ({"time": "day", "measures": {"n": {"agg": "sum"}}}, "kpis.bad.measures.n.of", "field"),
+        ({"time": "day", "measures": {"n": {"agg": "sum", "of": "currency"}}},
+         "kpis.bad.measures.n.of", "is a string"),
+        ({"time": "day", "measures": {"n": {"agg": "count", "when": {"event_type": "paid"}}}},
+         "kpis.bad.measures.n.when.event_type", "not one of its values"),
+        ({"time": "day", "measures": {"r": {"formula": "n / 2"}, "n": {"agg": "count"}}},
+         "kpis.bad.measures.r.formula", "not a measure declared before"),
+        ({"time": "day", "measures": {"n": {"agg": "count", "formula": "2 * 3"}}},
+         "kpis.bad.measures.n", "exactly one of agg and formula"),
+    ],
+)  # fmt: skip
+def test_a_wrong_kpi_is_one_line(load: Loader, kpi: dict, field: str, problem: str) -> None:
+    document = orders()
+    document["attributes"]["kpis"]["bad"] = kpi
+    error = refused(load, {"orders": document})
+    assert error.field == field and problem in f"{error.problem} {error.fix}", error
+
+
+@pytest.mark.parametrize(
+    ("rule", "field", "problem"),
+    [
+        ({"kpi": "nope", "metric": "revenue", "below": 1}, "alerts.bad.kpi", "not a served KPI"),
+        ({"kpi": "revenue_by_hour", "metric": "revenue", "below": 1}, "alerts.bad.kpi",
+         "no time periods"),
+        ({"kpi": "kpi_window", "metric": "profit", "below": 1}, "alerts.bad.metric",
+         "not a measure"),
+        ({"kpi": "kpi_window", "metric": "revenue"}, "alerts.bad", "one bound"),
+        ({"kpi": "kpi_window", "metric": "revenue", "below": 1, "above": 2}, "alerts.bad",
+         "one bound"),
+    ],
+)  # fmt: skip
+def test_a_wrong_alert_rule_is_one_line(load: Loader, rule: dict, field: str, problem: str) -> None:
+    document = orders()
+    document["attributes"]["alerts"]["bad"] = rule
+    error = refused(load, {"orders": document})
+    assert error.field == field and problem in error.problem, error
 
 
 def test_two_streams_load_side_by_side_with_their_own_names(load: Loader) -> None:
@@ -335,21 +391,23 @@ def test_the_component_type_and_its_schema_are_registered_for_the_ui() -> None:
     assert "exactly once" in stream["description"]
 
 
-def test_a_continuous_stream_gets_its_loop_and_keeper_and_another_shape_is_refused(
-    load: Loader,
-) -> None:
+def test_every_stream_may_be_continuous_and_gets_its_loop_and_keeper(load: Loader) -> None:
     document = orders()
     document["attributes"]["mode"] = "continuous"
-    defs, streams = load({"orders": document})
-    assert streams[0].mode == "continuous"
-    jobs = [j.name for j in defs.jobs or []]  # type: ignore[union-attr]
-    assert jobs == ["orders__ingest_and_refresh", "orders_continuous_kpis"]
+    views = yaml.safe_load(examples.declaration("page_views").read_text())
+    views["attributes"]["mode"] = "continuous"
+    defs, streams = load({"orders": document, "page_views": views})
+    assert [s.mode for s in streams] == ["continuous", "continuous"]
+    jobs = sorted(j.name for j in defs.jobs or [])  # type: ignore[union-attr]
+    assert jobs == [
+        "orders__ingest_and_refresh",
+        "orders_continuous_kpis",
+        "page_views__ingest_and_refresh",
+        "page_views_continuous_kpis",
+    ]
     assert {s.name for s in defs.sensors or []} == {
         "orders_ingest_on_kafka_lag",
         "orders_keep_continuous_run",
+        "page_views_ingest_on_kafka_lag",
+        "page_views_keep_continuous_run",
     }
-    other = orders()
-    other["attributes"]["mode"] = "continuous"
-    other["attributes"]["windows"]["measures"]["amount_max"] = {"agg": "max", "of": "amount"}
-    error = refused(load, {"orders": other})
-    assert "mode" in str(error) and "order shape" in str(error)

@@ -1,4 +1,4 @@
-"""The KPIs the orders declaration serves: DuckDB runs their SQL over the stream's window and
+"""The SQL KPIs the orders declaration serves: DuckDB runs their SQL over the stream's window and
 entity Delta tables and serves them as ``orders.<kpi>``; the results equal the same KPIs
 computed here in Python from the rows written.
 
@@ -17,7 +17,7 @@ import pytest
 from deltalake import write_deltalake
 
 from eos_assets.declaration import StreamModel
-from eos_assets.defs.serving import kpis_asset
+from eos_assets.defs.kpis import sql_kpis_asset
 from eos_assets.defs.stream import ORDERS, Stream
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets.lib.serving import warehouse_file
@@ -121,12 +121,17 @@ def served(path: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
+def _present(asset: dg.AssetsDefinition | None) -> dg.AssetsDefinition:
+    assert asset is not None, "the orders declaration serves SQL KPIs"
+    return asset
+
+
 def test_the_declared_kpis_are_served_and_equal_python(tmp_path: Path) -> None:
     lake = LakeResource(root=str(tmp_path / "lake"))
     warehouse = tmp_path / "warehouse.duckdb"
     resources = {"lake": lake, "warehouse": WarehouseResource(path=str(warehouse))}
-    asset = kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"])))
-    assert asset.key == dg.AssetKey(["orders", "serving", "kpis"])
+    asset = _present(sql_kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"]))))
+    assert asset.key == dg.AssetKey(["orders", "serving", "sql_kpis"])
 
     def run() -> dict:
         result = dg.materialize([asset], resources=resources, raise_on_error=False)
@@ -169,7 +174,7 @@ def test_the_declared_kpis_are_served_and_equal_python(tmp_path: Path) -> None:
 def test_a_missing_source_table_fails_with_one_line(tmp_path: Path) -> None:
     lake = LakeResource(root=str(tmp_path / "lake"))
     resources = {"lake": lake, "warehouse": WarehouseResource(path=str(tmp_path / "w.duckdb"))}
-    asset = kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"])))
+    asset = _present(sql_kpis_asset(Stream.of(StreamModel.model_validate(orders()["attributes"]))))
     write_deltalake(lake.table_uri(*WINDOW_AGGREGATES.path), windows(1))
     result = dg.materialize([asset], resources=resources, raise_on_error=False)
     assert not result.success
