@@ -25,7 +25,9 @@ def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Loader:
         (root / "__init__.py").write_text("")
         for folder, document in declarations.items():
             (root / folder).mkdir()
-            text = document if isinstance(document, str) else yaml.safe_dump(document, sort_keys=False)
+            text = (
+                document if isinstance(document, str) else yaml.safe_dump(document, sort_keys=False)
+            )
             (root / folder / "defs.yaml").write_text(text)
         importlib.invalidate_caches()
         module = importlib.import_module(package)

@@ -374,13 +374,13 @@ def test_the_declared_kpi_sql_computes_what_the_oracle_says(
         con.execute("SET TimeZone = 'Asia/Kolkata'")  # hours must not follow the zone
         con.register("entity_state", entity)
         con.register("window_aggregates", windows)
-        rows = fetch(con, model.kpis["sessions"].sql)
+        rows = fetch(con, model.kpis["sessions"].sql or "")
         assert len(rows) == 1
         got, want = rows[0], out.kpi_sessions
         assert got["sessions"] == want["sessions"]
         for name in ("pages_per_session", "bounce_rate"):
             assert got[name] == (None if want[name] is None else pytest.approx(want[name]))
-        hours = fetch(con, model.kpis["views_by_page_hour"].sql)
+        hours = fetch(con, model.kpis["views_by_page_hour"].sql or "")
     assert {
         (row["hour"].astimezone(UTC), row["page"]): {
             "views": row["views"],

@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from eos_assets.defs.stream import ORDERS
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.derived import entity_state, silver_events, window_aggregates, windows
+from eos_assets.lib.derived.kpi_tables import KpiTable, update_kpis
 from eos_assets.lib.ingest.ingest import IngestOptions, ingest_bronze
-from eos_assets.lib.revenue import kpi_daily, kpi_window
 from eos_assets.lib.spark.spark_env import spark_config, use_this_python
 from eos_assets_tests.support.graph import ORDERS_ENTITY
 
@@ -76,26 +76,19 @@ def derived(spark: SparkSession, root: Path) -> dict[str, tuple[float, dict[str,
         },
     )
     began = time.monotonic()
-    kw = kpi_window.update_kpi_window(
-        spark, uri["silver/events"], str(root / "gold/kpi_window"), timedelta(minutes=5)
+    tables = [
+        KpiTable(spec, str(root / "gold" / spec.name), str(root / "gold" / f"{spec.name}_distinct"))
+        for spec in ORDERS.kpi_specs
+    ]
+    kpis = update_kpis(
+        spark, tables, ORDERS.contract, uri["silver/events"], grace=ORDERS.window.grace
     )
-    out["gold/kpi_window"] = (
-        time.monotonic() - began,
-        {"rows upserted": kw.rows_written, "silver rows read": kw.silver_rows_read},
-    )
-    began = time.monotonic()
-    kd = kpi_daily.update_kpi_daily(
-        spark,
-        uri["silver/events"],
-        str(root / "gold/kpi_daily"),
-        str(root / "gold/kpi_daily_customers"),
-    )
-    out["gold/kpi_daily"] = (
+    out["gold/<kpi> (" + ", ".join(kpis) + ")"] = (
         time.monotonic() - began,
         {
-            "rows upserted": kd.rows_written,
-            "new customer-days": kd.new_customers,
-            "customer set rows read": kd.set_rows_read,
+            "rows upserted": sum(k.rows_written for k in kpis.values()),
+            "new distinct values": sum(k.new_distinct for k in kpis.values()),
+            "distinct rows read": sum(k.distinct_rows_read for k in kpis.values()),
         },
     )
     return out

@@ -20,8 +20,8 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from eos_assets.lib.revenue import kpi
 from eos_assets.lib.serving import serving
+from eos_assets_tests.support.graph import KPI_DAILY_SCHEMA, KPI_WINDOW_SCHEMA
 
 CURRENCIES = ("EUR", "USD", "GBP", "CHF")
 START = datetime(2026, 11, 21, tzinfo=UTC)
@@ -36,7 +36,13 @@ def _measures(paid: int) -> dict:
         "paid_amount": 10.0 * paid,
         "refunded_amount": 0.0,
     }
-    return {**kpi.finish(counters, 3), "revision": paid, "silver_version": paid}
+    derived = {
+        "revenue": counters["paid_amount"] - counters["refunded_amount"],
+        "average_order_value": 10.0,
+        "unique_customers": 3,
+        "cancellation_rate": counters["orders_cancelled"] / counters["orders_created"],
+    }
+    return {**counters, **derived, "revision": paid, "silver_version": paid}
 
 
 def _windows(first: int, count: int, paid: int) -> pa.Table:
@@ -50,7 +56,7 @@ def _windows(first: int, count: int, paid: int) -> pa.Table:
         for i in range(first, first + count)
         for c in CURRENCIES
     ]
-    return pa.Table.from_pylist(rows, schema=kpi.KPI_WINDOW_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=KPI_WINDOW_SCHEMA)
 
 
 def _days(count: int, paid: int) -> pa.Table:
@@ -59,7 +65,7 @@ def _days(count: int, paid: int) -> pa.Table:
         for d in range(count)
         for c in CURRENCIES
     ]
-    return pa.Table.from_pylist(rows, schema=kpi.KPI_DAILY_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=KPI_DAILY_SCHEMA)
 
 
 def _upsert(uri: str, rows: pa.Table, keys: tuple[str, ...]) -> None:
@@ -80,10 +86,13 @@ def main() -> int:
         root = Path(scratch)
         tables = [
             serving.ServedTable(
-                "kpi_window", str(root / "kpi_window"), kpi.KPI_WINDOW_SCHEMA, kpi.KPI_WINDOW_KEY
+                "kpi_window",
+                str(root / "kpi_window"),
+                KPI_WINDOW_SCHEMA,
+                ("window_start", "currency"),
             ),
             serving.ServedTable(
-                "kpi_daily", str(root / "kpi_daily"), kpi.KPI_DAILY_SCHEMA, kpi.KPI_DAILY_KEY
+                "kpi_daily", str(root / "kpi_daily"), KPI_DAILY_SCHEMA, ("day", "currency")
             ),
         ]
         write_deltalake(tables[0].uri, _windows(0, windows, 1))
@@ -99,9 +108,9 @@ def main() -> int:
             _upsert(
                 tables[0].uri,
                 _windows(windows - args.touched, args.touched, paid),
-                kpi.KPI_WINDOW_KEY,
+                ("window_start", "currency"),
             )
-            _upsert(tables[1].uri, _days(1, paid), kpi.KPI_DAILY_KEY)  # fmt: skip
+            _upsert(tables[1].uri, _days(1, paid), ("day", "currency"))  # fmt: skip
             began = time.perf_counter()
             with duckdb.connect(str(in_place)) as conn:
                 serving.mirror(conn, tables)

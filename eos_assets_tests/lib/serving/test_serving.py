@@ -9,10 +9,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from eos_assets.lib import faults
-from eos_assets.lib.revenue.kpi import KPI_DAILY_KEY, KPI_DAILY_SCHEMA, finish
 from eos_assets.lib.serving import serving
+from eos_assets_tests.support.graph import KPI_DAILY_SCHEMA
 
 DAY = date(2026, 11, 21)
+KPI_DAILY_KEY = ("day", "currency")
 
 
 def _rows(currencies: list[str], paid: int, revision: int = 1) -> pa.Table:
@@ -28,7 +29,11 @@ def _rows(currencies: list[str], paid: int, revision: int = 1) -> pa.Table:
         {
             "day": DAY,
             "currency": c,
-            **finish(counters, 3),
+            **counters,
+            "revenue": 10.0 * paid,
+            "average_order_value": 10.0 if paid else None,
+            "unique_customers": 3,
+            "cancellation_rate": 0.1,
             "revision": revision,
             "silver_version": 1,
         }
