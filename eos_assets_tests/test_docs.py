@@ -6,12 +6,13 @@ from eos_assets.devkit import docs
 
 def test_every_column_of_every_table_has_its_line() -> None:
     tables = docs.tables()
-    assert len(tables) == 7
+    assert len(tables) == 9
     missing = {t: [c for c in cols if c not in docs.ABOUT] for t, cols in tables.items()}
     assert not any(missing.values()), f"add a line to docs.ABOUT for {missing}"
     kpi_windows = tables["KPI SQL: window_aggregates"]
     for column in ("window_start", "window_end", "is_final", "revision", "late_events"):
         assert column in kpi_windows
+    assert tables["<stream>/gold/<kpi>"][-2:] == ["revision", "silver_version"]
 
 
 def test_the_readme_holds_the_generated_reference() -> None:

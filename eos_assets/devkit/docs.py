@@ -15,6 +15,7 @@ import pyarrow as pa
 from eos_assets.declaration import StreamModel, entity_columns, window_columns
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.contract.schema import bronze_schema
+from eos_assets.lib.derived.kpi_compute import distinct_schema, kpi_schema
 from eos_assets.lib.derived.silver_events import events_schema
 from eos_assets.lib.derived.window_compute import late_schema, window_schema
 
@@ -26,18 +27,32 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 _PLACEHOLDERS = {
     "dim": "<dimension>",
     "field": "<field>",
-    "measure": "<measure>",
+    "wm": "<measure>",
     "who": "<key>",
     "column": "<column>",
+    "by": "<by>",
+    "km": "<kpi measure>",
 }
 _SAMPLE = {
     "name": "stream",
     "topics": ["stream"],
     "event_id": {"field": "id"},
     "event_time": {"field": "at"},
-    "payload": {"who": {"type": "string"}, "dim": {"type": "string"}, "field": {"type": "long"}},
+    "payload": {
+        "who": {"type": "string"},
+        "dim": {"type": "string"},
+        "field": {"type": "long"},
+        "by": {"type": "string"},
+    },
     "entity": {"key": "who", "fields": {"column": {"fold": "sum", "of": "field"}}},
-    "windows": {"dimensions": ["dim"], "measures": {"measure": {"agg": "sum", "of": "field"}}},
+    "windows": {"dimensions": ["dim"], "measures": {"wm": {"agg": "sum", "of": "field"}}},
+    "kpis": {
+        "kpi": {
+            "time": "1h",
+            "by": ["by"],
+            "measures": {"km": {"agg": "count_distinct", "of": "who"}},
+        }
+    },
 }
 
 ABOUT = {
@@ -65,7 +80,7 @@ ABOUT = {
     "the epoch",
     "window_end": "the window's end (UTC), excluded",
     "late_events": "how many events arrived after the window was final, so far",
-    "revision": "1 when first computed, + 1 each time new events recompute the window",
+    "revision": "1 when first computed, + 1 each time new events change the row",
     "is_final": "true once the watermark reached `window_end`; KPIs include windows that are "
     "not final yet",
     "watermark": "the watermark (max event time seen minus `grace`) when the row was last "
@@ -76,6 +91,13 @@ ABOUT = {
     "last_topic": "that event's topic",
     "last_partition": "that event's partition",
     "last_offset": "that event's offset",
+    "<by>": 'each of the KPI\'s declared `by` fields (a string; `""` when the event has none)',
+    "<kpi measure>": "each declared KPI measure, in declared order: `count`/`count_distinct` a "
+    "BIGINT, `sum`/`min`/`max` the type of the field, a `formula` a DOUBLE (null when an operand "
+    "is null or it divides by zero)",
+    "day": "with `time: day` instead of `window_start`/`window_end`: the UTC date",
+    "measure": "the `count_distinct` measure the value belongs to",
+    "value": "one distinct value of its field, as a string",
 }
 
 
@@ -93,18 +115,29 @@ def _names(schema: pa.Schema | list[str], payload: bool = False) -> list[str]:
     return shown
 
 
+def _with_day(schema: pa.Schema) -> list[str]:
+    """A KPI table's columns, with ``day`` after the window's (a ``time: day`` KPI has it
+    instead)."""
+    names = list(schema.names)
+    last = max(i for i, n in enumerate(names) if n.startswith("window_"))
+    return [*names[: last + 1], "day", *names[last + 1 :]]
+
+
 def tables() -> dict[str, list[str]]:
     """Each table of a stream (path under ``$EOS_LAKE_ROOT``, or the KPI SQL's name) and its
     columns in order, declared ones as placeholders."""
     model = StreamModel.model_validate(_SAMPLE)
     stream = Stream.of(model)
     assert stream.entity is not None
+    (kpi,) = stream.kpi_specs
     return {
         "<stream>/bronze/raw_events": _names(bronze_schema(stream.contract), payload=True),
         "<stream>/silver/events": _names(events_schema(stream.contract), payload=True),
         "<stream>/silver/entity_state": _names(stream.entity.schema),
         "<stream>/gold/window_aggregates": _names(window_schema(stream.windows, stream.contract)),
         "<stream>/gold/late_events": _names(late_schema(stream.contract), payload=True),
+        "<stream>/gold/<kpi>": _names(_with_day(kpi_schema(kpi, stream.contract))),
+        "<stream>/gold/<kpi>_distinct": _names(_with_day(distinct_schema(kpi))),
         "KPI SQL: window_aggregates": _names(list(window_columns(model))),
         "KPI SQL: entity_state": _names(list(entity_columns(model))),
     }
