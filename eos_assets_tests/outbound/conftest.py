@@ -1,5 +1,6 @@
-"""Fixtures of the outbound tests: one gold build shared by the session, the publisher and the
-notifier in processes of their own, an HTTP endpoint, and the exactly-once score."""
+"""Fixtures of the outbound tests: one gold build and one KPI build shared by the session, the
+publisher and the notifier in processes of their own, an HTTP endpoint, and the exactly-once
+score."""
 
 import shutil
 import sys
@@ -26,20 +27,26 @@ from eos_assets_tests.support.agg_out import STATE
 from eos_assets_tests.support.graph_run import OrdersGraph
 from eos_assets_tests.support.orders import (
     KPI_WINDOW,
+    MODEL,
     WINDOW_AGGREGATES,
     events,
-    kpi_window,
+    kpi_tables,
     raw_events,
     window_aggregates,
 )
 
 RUNNER = "eos_assets_tests.outbound.run_once"
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-# KPI alert thresholds and delivery of the alert tests (EOS_ALERT_* as a run would see them).
-REVENUE_MIN, CANCELLATION_MAX = 5000.0, 0.12
+ALERT_WINDOWS = 4  # 5-minute windows of the KPI build that end up final
+
+# The KPI alert thresholds as the orders stream declares them (revenue below 5000,
+# cancellation rate above 0.12).
+_REVENUE = MODEL.alerts["revenue_below"].below
+_CANCELLATION = MODEL.alerts["cancellation_rate_above"].above
+assert _REVENUE is not None and _CANCELLATION is not None
+REVENUE_MIN, CANCELLATION_MAX = _REVENUE, _CANCELLATION
+# Delivery of the alert tests (EOS_ALERT_* as a run would see them).
 ENV = {
-    "EOS_ALERT_REVENUE_MIN": str(REVENUE_MIN),
-    "EOS_ALERT_CANCELLATION_RATE_MAX": str(CANCELLATION_MAX),
     "EOS_ALERT_BACKOFF_S": "0.05",
     "EOS_ALERT_TIMEOUT_S": "5",
 }
@@ -86,7 +93,7 @@ def gold_lakes(
         {"count": 600, "seed": 72, "start_time": START + timedelta(seconds=200),
          "late_ratio": 0.05, "late_by": timedelta(minutes=4)},
     ]  # fmt: skip
-    assets = [raw_events, events, window_aggregates, kpi_window]
+    assets = [raw_events, events, window_aggregates]
     early = base / "early"
     for number, options in enumerate(batches):
         if number == 1:
@@ -96,6 +103,31 @@ def gold_lakes(
         orders.send(f"batch-{number}", **options, **mix)
         orders.materialize(assets, config)
     return GoldLakes(early, lake)
+
+
+@pytest.fixture(scope="session")
+def kpi_lake(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """bronze → silver → the KPI tables over events in several 5-minute windows, then a batch
+    far enough ahead that those windows are final: their end is at or before the KPI window
+    table's watermark (the max event time consumed less the declared grace)."""
+    del spark  # started first: the Spark resource reuses the session
+    base = tmp_path_factory.mktemp("kpis")
+    orders = OrdersGraph.in_folder(kafka_bootstrap, "outbound-kpis", base)
+    broker.ensure_topic(kafka_bootstrap, orders.topic, 3)
+    lake = Path(orders.lake_root)
+    lake.mkdir()
+    mix: dict[str, Any] = {"transaction_size": 100, "partitions": 3, "abort_ratio": 0.1}
+    size = timedelta(minutes=5)  # the declared period of kpi_window
+    for number in range(ALERT_WINDOWS):
+        start = START + number * size
+        orders.send(f"window-{number}", count=300, seed=81 + number, start_time=start, **mix)
+    orders.materialize([raw_events, events, kpi_tables], {"ops": {}})
+    ahead = START + ALERT_WINDOWS * size + ORDERS.window.grace
+    orders.send("ahead", count=100, seed=80, start_time=ahead, **mix)
+    orders.materialize([raw_events, events, kpi_tables], {"ops": {}})
+    return lake
 
 
 def history(table: str) -> dict[tuple, int]:

@@ -7,33 +7,37 @@ from pathlib import Path
 
 import pytest
 
-from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived.windows import WATERMARK_APP, at
-from eos_assets.lib.outbound import alert_ledger, alert_notify
+from eos_assets.lib.delta import delta_io, txn_ids
+from eos_assets.lib.derived.windows import at
+from eos_assets.lib.outbound import alert_ledger, alert_notify, alert_rules
 from eos_assets.lib.outbound.alert_ledger import FAILED, PENDING, SENDING, SUCCESS
-from eos_assets.lib.revenue.alerts import AlertPolicy, notify
+from eos_assets.lib.outbound.alert_notify import DeliveryPolicy, NotifyOutcome
 from eos_assets_tests.faults.harness import Ledger
 from eos_assets_tests.outbound.conftest import (
     CANCELLATION_MAX,
     ENV,
     REVENUE_MIN,
-    GoldLakes,
     kpi_uri,
     run_outbound,
-    windows_uri,
 )
 from eos_assets_tests.outbound.endpoint import Endpoint, closed_port_url
+from eos_assets_tests.outbound.run_once import kpi_window_rules
 
 
-def policy(**changes: float) -> AlertPolicy:
-    values = {"revenue_min": REVENUE_MIN, "cancellation_rate_max": CANCELLATION_MAX}
-    values |= {"max_attempts": 3, "backoff_s": 0.05, "timeout_s": 5.0} | changes
-    return AlertPolicy(**values)  # type: ignore[arg-type]
+def policy(**changes: float) -> DeliveryPolicy:
+    values = {"max_attempts": 3, "backoff_s": 0.05, "timeout_s": 5.0} | changes
+    return DeliveryPolicy(**values)  # type: ignore[arg-type]
+
+
+def notify(lake: Path, ledger: str, url: str | None, delivery: DeliveryPolicy) -> NotifyOutcome:
+    """One run of the orders stream's declared rules over the lake's KPI window table."""
+    return alert_rules.notify(kpi_window_rules(kpi_uri(lake)), ledger, url, delivery)
 
 
 def expected(lake: Path) -> set[tuple[str, str, str]]:
-    """(rule, window start, currency) of every final window breaking a rule, from the tables."""
-    watermark = delta_io.load(windows_uri(lake)).transaction_version(WATERMARK_APP)
+    """(rule, window start, currency) of every final window breaking a rule, from the tables:
+    final is a window that ended by the KPI window table's own watermark."""
+    watermark = delta_io.load(kpi_uri(lake)).transaction_version(txn_ids.WATERMARK)
     assert watermark is not None
     final = [
         r
@@ -69,11 +73,11 @@ def final_states(ledger: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("point", alert_notify.CRASH_POINTS)
 def test_a_notifier_killed_at_any_point_and_rerun_applies_each_alert_once(
-    point: str, gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+    point: str, kpi_lake: Path, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
 ) -> None:
-    lake = gold_lakes.final
+    lake = kpi_lake
     ledger = str(tmp_path / "ledger")
-    args = ["notify", "--kpi", kpi_uri(lake), "--windows", windows_uri(lake), "--ledger", ledger]
+    args = ["notify", "--kpi", kpi_uri(lake), "--ledger", ledger]
     args += ["--url", endpoint.url]
     killed = run_outbound(*args, crash_at=point, env=ENV)
     assert killed.killed, killed.tail()
@@ -96,12 +100,12 @@ def test_a_notifier_killed_at_any_point_and_rerun_applies_each_alert_once(
 
 
 def test_an_endpoint_failing_then_recovering_gets_each_alert_once(
-    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+    kpi_lake: Path, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
 ) -> None:
-    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    lake, ledger = kpi_lake, str(tmp_path / "ledger")
     want = expected(lake)
     endpoint.behaviour.fail_next = len(want) + 2  # the whole first round and two more
-    outcome = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    outcome = notify(lake, ledger, endpoint.url, policy())
     twice, lost, invented = score(endpoint, want)
     outbound_ledger.record("alerts: endpoint answers 500, then recovers", 1, lost, twice)
     assert (twice, lost, invented) == (0, 0, 0)
@@ -110,11 +114,11 @@ def test_an_endpoint_failing_then_recovering_gets_each_alert_once(
 
 
 def test_a_timeout_after_the_endpoint_applied_is_resolved_by_asking_it(
-    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+    kpi_lake: Path, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
 ) -> None:
-    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    lake, ledger = kpi_lake, str(tmp_path / "ledger")
     endpoint.behaviour.hang_next, endpoint.behaviour.hang_s = 2, 3.0
-    outcome = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy(timeout_s=0.5))
+    outcome = notify(lake, ledger, endpoint.url, policy(timeout_s=0.5))
     want = expected(lake)
     twice, lost, invented = score(endpoint, want)
     outbound_ledger.record("alerts: timeout after the endpoint applied", 2, lost, twice)
@@ -126,33 +130,33 @@ def test_a_timeout_after_the_endpoint_applied_is_resolved_by_asking_it(
 
 
 def test_failures_that_outlast_the_retry_budget_stay_failed_in_the_ledger(
-    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
+    kpi_lake: Path, endpoint: Endpoint, tmp_path: Path, outbound_ledger: Ledger
 ) -> None:
-    lake = gold_lakes.final
+    lake = kpi_lake
     want = expected(lake)
     down = str(tmp_path / "down")
-    outcome = notify(kpi_uri(lake), windows_uri(lake), down, closed_port_url(), policy())
+    outcome = notify(lake, down, closed_port_url(), policy())
     assert len(outcome.gave_up) == len(want) and outcome.requests == 3 * len(want)
     assert set(final_states(down).values()) == {FAILED}
     endpoint.behaviour.fail_always = True
     refused = str(tmp_path / "refused")
-    outcome = notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    outcome = notify(lake, refused, endpoint.url, policy())
     assert len(outcome.gave_up) == len(want) and Counter(endpoint.posts).most_common(1)[0][1] == 3
     assert set(final_states(refused).values()) == {FAILED} and endpoint.applied == {}
-    again = notify(kpi_uri(lake), windows_uri(lake), refused, endpoint.url, policy())
+    again = notify(lake, refused, endpoint.url, policy())
     assert again.requests == 0 and set(final_states(refused).values()) == {FAILED}
     outbound_ledger.record("alerts: endpoint down / failing for good", 2, 0, 0, "FAILED, kept")
 
 
 def test_without_an_endpoint_alerts_are_recorded_and_delivered_once_one_is_set(
-    gold_lakes: GoldLakes, endpoint: Endpoint, tmp_path: Path
+    kpi_lake: Path, endpoint: Endpoint, tmp_path: Path
 ) -> None:
-    lake, ledger = gold_lakes.final, str(tmp_path / "ledger")
+    lake, ledger = kpi_lake, str(tmp_path / "ledger")
     want = expected(lake)
-    quiet = notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    quiet = notify(lake, ledger, None, policy())
     assert (quiet.raised, quiet.requests, quiet.states) == (len(want), 0, {PENDING: len(want)})
-    again = notify(kpi_uri(lake), windows_uri(lake), ledger, None, policy())
+    again = notify(lake, ledger, None, policy())
     assert again.raised == 0, "re-evaluating raises nothing twice"
-    loud = notify(kpi_uri(lake), windows_uri(lake), ledger, endpoint.url, policy())
+    loud = notify(lake, ledger, endpoint.url, policy())
     assert (loud.raised, loud.delivered, loud.states) == (0, len(want), {SUCCESS: len(want)})
     assert score(endpoint, want) == (0, 0, 0)

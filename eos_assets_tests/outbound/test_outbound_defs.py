@@ -1,5 +1,6 @@
 """The outbound assets through Dagster, and their checks passing and failing for real."""
 
+import shutil
 import uuid
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from eos_assets.lib.outbound import alert_ledger, alert_notify
 from eos_assets.resources.alerts import AlertsResource
 from eos_assets.resources.kafka import KafkaResource
 from eos_assets.resources.lake import LakeResource
-from eos_assets_tests.outbound.conftest import ENV, GoldLakes, run_outbound, windows_uri
+from eos_assets_tests.outbound.conftest import ENV, GoldLakes, run_outbound
 from eos_assets_tests.outbound.endpoint import Endpoint
 from eos_assets_tests.support.orders import (
     agg_out,
@@ -69,12 +70,12 @@ def test_agg_out_check_fails_while_versions_wait_and_passes_once_published(
 
 
 def test_alert_check_warns_about_a_delivery_left_in_flight_until_it_is_resolved(
-    gold_lakes: GoldLakes,
+    kpi_lake: Path,
     endpoint: Endpoint,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    lake = gold_lakes.copy("final", tmp_path / "lake")
+    lake = shutil.copytree(kpi_lake, tmp_path / "lake")
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     recorded = materialize(kpi_alerts, lake, alerts=AlertsResource())
@@ -85,7 +86,7 @@ def test_alert_check_warns_about_a_delivery_left_in_flight_until_it_is_resolved(
     assert check(no_alert_stuck_in_flight, lake=resource, alerts=unset).passed
     ledger = resource.table_uri("orders", "outbound", "kpi_alerts")
     args = ["notify", "--kpi", resource.table_uri("orders", "gold", "kpi_window")]
-    args += ["--windows", windows_uri(lake), "--ledger", ledger, "--url", endpoint.url]
+    args += ["--ledger", ledger, "--url", endpoint.url]
     killed = run_outbound(*args, crash_at=alert_notify.AFTER_SEND, env=ENV)
     assert killed.killed, killed.tail()
     monkeypatch.setenv("EOS_ALERT_STUCK_AFTER_S", "0.001")
