@@ -99,7 +99,7 @@ def connect_reader(path: str | Path) -> duckdb.DuckDBPyConnection:
         EosError: there is no serving database at ``path`` yet.
     """
     if not Path(path).exists():
-        raise EosError(f"{path} does not exist yet: materialize serving/kpi first")
+        raise EosError(f"{path} does not exist yet: materialize a stream's serving/kpis first")
     conn = duckdb.connect()
     quoted = str(path).replace("'", "''")
     conn.execute(f"ATTACH '{quoted}' AS {ATTACHED} (READ_ONLY)")
