@@ -52,7 +52,7 @@ def test_the_declaration_reads_and_its_kpis_bind(model: StreamModel) -> None:
         "ts",
     )
     assert model.entity is not None and model.entity.key == "session_id"
-    assert model.serve == ["sessions", "views_by_page_hour"]
+    assert model.serve == ["views_by_hour", "sessions", "views_by_page_hour"]
 
 
 def test_the_same_seed_gives_the_same_records_and_another_seed_other_ids() -> None:

@@ -54,6 +54,7 @@ class Expected:
     windows: dict[tuple[datetime, str], dict[str, Any]] = field(default_factory=dict)
     kpi_sessions: dict[str, Any] = field(default_factory=dict)
     kpi_views_by_page_hour: dict[tuple[datetime, str], dict[str, Any]] = field(default_factory=dict)
+    kpi_views_by_hour: dict[tuple[datetime, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def committed(lines: Iterable[dict[str, Any]]) -> list[Delivery]:
@@ -118,6 +119,7 @@ def expected(deliveries: Iterable[Delivery]) -> Expected:
     out.windows = _windows(views)
     out.kpi_sessions = _kpi_sessions(out.sessions)
     out.kpi_views_by_page_hour = _kpi_views_by_page_hour(out.windows)
+    out.kpi_views_by_hour = _kpi_views_by_hour(views)
     return out
 
 
@@ -177,6 +179,23 @@ def _kpi_views_by_page_hour(
         row = hours.setdefault((floor(start, HOUR), page), {"views": 0, "sessions": 0})
         row["views"] += window["views"]
         row["sessions"] += window["sessions"]  # distinct per window, summed (see the KPI)
+    return hours
+
+
+def _kpi_views_by_hour(views: list[View]) -> dict[tuple[datetime, str], dict[str, Any]]:
+    members: dict[tuple[datetime, str], list[View]] = defaultdict(list)
+    for view in views:
+        members[(floor(view.ts, HOUR), view.page)].append(view)
+    hours = {}
+    for (start, page), group in members.items():
+        time_ms = sum(v.duration_ms for v in group if v.duration_ms is not None)
+        hours[(start, page)] = {
+            "window_end": start + HOUR,
+            "views": len(group),
+            "sessions": len({v.session_id for v in group}),
+            "time_ms": time_ms,
+            "ms_per_view": time_ms / len(group),
+        }
     return hours
 
 
