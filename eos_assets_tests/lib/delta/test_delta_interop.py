@@ -20,15 +20,23 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from eos_assets.components import builtin
+from eos_assets.declaration import AlertRule
 from eos_assets.devkit.producer import ProduceOptions, produce
 from eos_assets.lib.delta import maintenance
 from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support import graph
-from eos_assets_tests.support.orders import KPI_ALERTS, RAW_EVENTS, Z_ORDER, kpi_alerts
+from eos_assets_tests.support.orders import KPI_ALERTS, MODEL, RAW_EVENTS, Z_ORDER
 from eos_assets_tests.support.orders import TABLES as MAINTAINED
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 TABLES = (RAW_EVENTS, *graph.TABLES, KPI_ALERTS)
+# The orders stream with a revenue rule every window breaks: its alert ledger gets rows.
+_EVERY_WINDOW = AlertRule(kpi="kpi_window", metric="revenue", below=1e9)
+_ALERTING = MODEL.model_copy(update={"alerts": {**MODEL.alerts, "revenue_below": _EVERY_WINDOW}})
+_KPI_ALERTS = builtin.build(_ALERTING).kpi_alerts
+assert _KPI_ALERTS is not None and _KPI_ALERTS.key == KPI_ALERTS
+KPI_ALERTS_ASSET = _KPI_ALERTS
 
 # Protocol of each table as delta-rs writes it today: (min reader, min writer, reader features,
 # writer features). Reader 1 / writer 2 has no feature lists: Spark takes `appendOnly` and
@@ -41,8 +49,9 @@ PROTOCOLS: dict[str, tuple[int, int, list[str], list[str]]] = {
     "orders/gold/window_aggregates": (1, 2, [], []),
     "orders/gold/late_events": (1, 2, [], []),
     "orders/gold/kpi_window": (1, 2, [], []),
+    "orders/gold/kpi_window_distinct": (1, 2, [], []),
     "orders/gold/kpi_daily": (1, 2, [], []),
-    "orders/gold/kpi_daily_customers": (1, 2, [], []),
+    "orders/gold/kpi_daily_distinct": (1, 2, [], []),
     "orders/outbound/kpi_alerts": (1, 2, [], []),
 }
 
@@ -75,10 +84,9 @@ def lake(
     topic = f"interop-{uuid.uuid4().hex[:8]}"
     built = Lake(root / "lake")
     res = graph.resources(kafka_bootstrap, topic, str(built.root), root / "serving.duckdb")
-    assets = [*graph.ALL, kpi_alerts]
+    assets = [*graph.ALL, KPI_ALERTS_ASSET]
     with pytest.MonkeyPatch.context() as env:
-        # A threshold every window is under: the ledger gets rows (PENDING, nothing is sent).
-        env.setenv("EOS_ALERT_REVENUE_MIN", "1000000000")
+        # Without an endpoint the alerts every final window raises are recorded as PENDING.
         env.delenv("EOS_ALERT_URL", raising=False)
         _stream(kafka_bootstrap, topic, 1, START, root / "first.jsonl")
         graph.materialize(assets, res, graph.window_config(1.0, 1.0))
