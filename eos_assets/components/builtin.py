@@ -124,7 +124,7 @@ def definitions(model: StreamModel) -> dg.Definitions:
     parts = build(model)
     # Everything downstream of bronze follows it (declarative automation); on a continuous
     # stream, the path to the served KPIs follows its continuous run instead.
-    loop = continuous_path(parts) if parts.stream.continuous else set()
+    loop = set(parts.stream.loop_keys) if parts.stream.continuous else set()
     follow = dg.map_asset_specs(
         lambda spec: spec.replace_attributes(
             automation_condition=None if spec.key in loop else automation.FOLLOW_UPSTREAM
@@ -146,12 +146,6 @@ def definitions(model: StreamModel) -> dg.Definitions:
         schedules=parts.schedules,
         jobs=stream_jobs,
     )
-
-
-def continuous_path(parts: StreamParts) -> set[dg.AssetKey]:
-    """The assets a continuous run materializes: bronze to the served KPIs."""
-    loop = [parts.raw_events, parts.events, parts.kpi_tables, parts.serving]
-    return {spec.key for asset in loop if asset is not None for spec in asset.specs}
 
 
 def tables(model: StreamModel) -> list[dg.AssetKey]:

@@ -24,7 +24,7 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from eos_assets.defs.continuous_batch import Batches, Event
-from eos_assets.defs.continuous_worker import KpiWorker
+from eos_assets.defs.continuous_worker import Lane
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib import faults
@@ -61,6 +61,10 @@ class ContinuousConfig(dg.Config):
         "the next (logs and memory stay bounded, new code is picked up).",
     )  # fmt: skip
     max_batches: int = Field(default=2_000, gt=0, description="Or after this many batches.")
+    follow_every_s: float = Field(
+        default=5.0, ge=0, description="Seconds between two passes of the entity state, the "
+        "windows and the SQL KPIs (they share the Spark server with the KPI tables' path).",
+    )  # fmt: skip
     read_timeout_s: float = Field(
         default=300.0, description="A range not read completely in this time fails the run."
     )
@@ -91,13 +95,17 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         )
         batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
         done, beat = 0, 0.0
-        worker = KpiWorker(batches)
+        lanes = [
+            Lane(batches.kpis, batches.kpi_events, "KPIs"),
+            Lane(batches.follow, batches.follow_events, "follow", config.follow_every_s),
+        ]
         # The first pass brings the path up to bronze even with nothing pending: a run that
         # died after a commit left the tables after it behind.
         catch_up = True
         try:
             while done < config.max_batches and time.monotonic() - began < config.max_seconds:
-                yield from worker.drain(context.log.info)
+                for lane in lanes:
+                    yield from lane.drain(context.log.info)
                 if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
                     beat = time.monotonic()
                     _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
@@ -109,7 +117,8 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
                 catch_up = False
                 took: dict[str, float] = {}
                 yield from batches.front(ingested, took)
-                worker.submit(batches.proven_silver)
+                for lane in lanes:
+                    lane.submit(batches.proven_silver)
                 done += 1
                 _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
                 context.log.info(
@@ -118,10 +127,12 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
                 )
                 faults.crash_point(AFTER_BATCH)
         except Exception:
-            # The KPI pass in flight consumes a proven version: let it finish and log it.
-            yield from worker.close(context.log.info)
+            # The passes in flight consume a proven version: let them finish and log them.
+            for lane in lanes:
+                yield from lane.close(context.log.info)
             raise
-        yield from worker.close(context.log.info)
+        for lane in lanes:
+            yield from lane.close(context.log.info)
         context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
         yield dg.Output(done, metadata={"batches": done})
 

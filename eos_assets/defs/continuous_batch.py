@@ -24,13 +24,22 @@ from eos_assets.defs.bronze import ingest_metadata
 from eos_assets.defs.check_state import passed_metadata
 from eos_assets.defs.checks import OFFSETS_CONTIGUOUS, report_result
 from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, unique_ids
-from eos_assets.defs.silver import events_metadata, run_or_fail
+from eos_assets.defs.gold import aggregate, window_events
+from eos_assets.defs.silver import (
+    entity_state_metadata,
+    events_metadata,
+    fold_entities,
+    run_or_fail,
+)
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.contiguity import contiguity_of
 from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
+from eos_assets.lib.derived.declared_kpis import KpiRefresh
+from eos_assets.lib.derived.entity_state import EntityStateOutcome
 from eos_assets.lib.derived.kpi_tables import KpiOutcome
 from eos_assets.lib.derived.silver_events import update_events
+from eos_assets.lib.derived.window_aggregates import WindowsOutcome
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.retry import while_unreachable
 from eos_assets.lib.serving.serving import MirrorOutcome
@@ -43,6 +52,15 @@ T = TypeVar("T")
 
 # What a batch yields, as its asset or check would have.
 Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
+
+
+@dataclass(frozen=True)
+class FollowPass:
+    """What one pass over the entity state, the windows and the SQL KPIs did."""
+
+    entity: EntityStateOutcome | None
+    windows: WindowsOutcome
+    sql: KpiRefresh | None
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,7 @@ class Batches:
     # consume up to it and no further, whatever silver holds by then.
     proven_silver: int | None = None
     serve_pending: bool = True  # the first KPI pass serves even when nothing changed
+    follow_pending: bool = True  # the first follow pass computes the SQL KPIs even so
 
     def __post_init__(self) -> None:
         for key in (self.contiguous, self.unique):
@@ -179,12 +198,65 @@ class Batches:
     def kpi_events(self, done: "KpiPass") -> Iterator[Event]:
         """A KPI pass's materializations, as the KPI assets would have logged them."""
         for result in kpi_defs.kpi_events(self.stream, self.context, done.tables):
-            assert result.asset_key is not None
-            yield self._materialized(dg.AssetKey.from_coercible(result.asset_key),
-                                     dict(result.metadata or {}))  # fmt: skip
+            yield self._as_event(result)
         if done.served is not None:
             metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
             yield self._materialized(self.stream.kpis, metadata)
+
+    def follow(self, upto: int | None, took: dict[str, float]) -> "FollowPass | None":
+        """The entity state and the windows (with their late events, at the declared size and
+        grace) brought up to silver version ``upto``, then the SQL KPIs computed over them;
+        None when there was nothing to do. Makes no Dagster call (``follow_events`` logs it).
+
+        Raises:
+            dg.Failure: a step failed, in one line.
+        """
+        stream = self.stream
+        entity = None
+        if stream.entity is not None:
+            entity = self._timed(
+                took,
+                "entity_state",
+                lambda: self._or_fail(lambda: fold_entities(stream, self.spark, self.lake, upto)),
+            )
+        windows = self._timed(
+            took,
+            "windows",
+            lambda: self._or_fail(
+                lambda: aggregate(stream, self.spark, self.lake, stream.window, upto)
+            ),
+        )
+        changed = windows.version is not None or (entity is not None and entity.version is not None)
+        if not changed and not self.follow_pending:
+            return None
+        self.follow_pending = False
+        sql = None
+        if stream.kpi_sql:
+            sql = self._timed(
+                took,
+                "sql_kpis",
+                lambda: self._or_fail(
+                    lambda: kpi_defs.compute_sql_kpis(stream, self.lake, self.warehouse)
+                ),
+            )
+        return FollowPass(entity, windows, sql)
+
+    def follow_events(self, done: "FollowPass") -> Iterator[Event]:
+        """A follow pass's materializations, as the assets would have logged them."""
+        stream = self.stream
+        if done.entity is not None:
+            metadata = entity_state_metadata(self.context, done.entity)
+            yield self._materialized(stream.entity_state, metadata)
+        for result in window_events(stream, self.context, done.windows, stream.window):
+            yield self._as_event(result)
+        if done.sql is not None:
+            metadata = kpi_defs.sql_kpis_metadata(self.context, done.sql, self.warehouse.path)
+            yield self._materialized(stream.sql_kpis, metadata)
+
+    def _as_event(self, result: dg.MaterializeResult) -> dg.AssetMaterialization:
+        assert result.asset_key is not None
+        key = dg.AssetKey.from_coercible(result.asset_key)
+        return self._materialized(key, dict(result.metadata or {}))
 
     def _contiguity(self, checked: Checked | None) -> Any:
         dt = delta_io.load(self.uri(self.stream.raw_events), self.lake.storage_options)

@@ -170,21 +170,18 @@ def _failed_recently(instance: dg.DagsterInstance, stream: Stream, now: float) -
     )
 
 
-def rest_request(
-    context: dg.SensorEvaluationContext, stream: Stream, served: dg.AssetKey
-) -> dg.RunRequest | None:
-    """A run of the stream's assets off the KPI path, once per silver/events materialization
-    (its time is the run key); None when silver has none yet, the graph lacks them, or a
-    blocking check of the path did not pass its latest evaluation (what follows would read
-    the table it failed on, as ``all_deps_blocking_checks_passed`` keeps it from in sensor
-    mode)."""
+def rest_request(context: dg.SensorEvaluationContext, stream: Stream) -> dg.RunRequest | None:
+    """A run of the stream's assets the continuous run does not materialize (the publishers),
+    once per silver/events materialization (its time is the run key); None when silver has
+    none yet, the graph lacks them, or a blocking check of the path did not pass its latest
+    evaluation (what follows would read the table it failed on, as
+    ``all_deps_blocking_checks_passed`` keeps it from in sensor mode)."""
     repository = context.repository_def
     latest = context.instance.get_latest_materialization_event(stream.events)
     if repository is None or latest is None or not blocking_checks_passed(context.instance, stream):
         return None
     graph = repository.asset_graph
-    path = dg.AssetSelection.assets(served).upstream().required_multi_asset_neighbors()
-    rest = stream_selection(stream) - path
+    rest = stream_selection(stream) - dg.AssetSelection.assets(*stream.loop_keys)
     assets = sorted(rest.resolve(graph))
     if not assets:
         return None

@@ -204,14 +204,11 @@ def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
     """``<stream>/serving/sql_kpis``: the served SQL KPIs, computed by DuckDB."""
     if not stream.kpi_sql:
         return None
-    sources = {declared_kpis.WINDOWS: stream.window_aggregates}  # the tables the SQL reads
-    if stream.entity is not None:
-        sources[declared_kpis.ENTITY] = stream.entity_state
     kpis = dict(stream.kpi_sql)
 
     @dg.asset(
         key=stream.sql_kpis,
-        deps=list(sources.values()),
+        deps=list(_sql_sources(stream).values()),
         group_name=stream.group(SERVING),
         kinds={"delta", "duckdb"},
         op_tags=AFTER_SERVING,
@@ -221,28 +218,50 @@ def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
     def declared_sql_kpis(
         context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
-        outcome = run_or_fail(
-            lambda: declared_kpis.refresh(
-                warehouse.path,
-                stream.name,
-                kpis,
-                {name: lake.table_uri(*key.path) for name, key in sources.items()},
-                lake.storage_options,
-            )
-        )
-        if outcome.up_to_date:
-            context.log.info("the KPIs already reflect the current Delta versions")
-        return dg.MaterializeResult(
-            metadata={
-                "delta_versions": dg.MetadataValue.json(outcome.versions),
-                "rows": dg.MetadataValue.json(outcome.rows),
-                "up_to_date": outcome.up_to_date,
-                "warehouse": warehouse.path,
-                "seconds": round(outcome.seconds, 3),
-            }
-        )
+        outcome = run_or_fail(lambda: compute_sql_kpis(stream, lake, warehouse))
+        return dg.MaterializeResult(metadata=sql_kpis_metadata(context, outcome, warehouse.path))
 
     return declared_sql_kpis
+
+
+def _sql_sources(stream: Stream) -> dict[str, dg.AssetKey]:
+    """The tables the SQL KPIs read, by the name the SQL gives them."""
+    sources = {declared_kpis.WINDOWS: stream.window_aggregates}
+    if stream.entity is not None:
+        sources[declared_kpis.ENTITY] = stream.entity_state
+    return sources
+
+
+def compute_sql_kpis(
+    stream: Stream, lake: LakeResource, warehouse: WarehouseResource
+) -> declared_kpis.KpiRefresh:
+    """Compute the stream's served SQL KPIs in DuckDB over its window and entity tables.
+
+    Raises:
+        EosError: a table the SQL reads does not exist yet, or a KPI failed in DuckDB.
+    """
+    return declared_kpis.refresh(
+        warehouse.path,
+        stream.name,
+        dict(stream.kpi_sql),
+        {name: lake.table_uri(*key.path) for name, key in _sql_sources(stream).items()},
+        lake.storage_options,
+    )
+
+
+def sql_kpis_metadata(
+    context: Context, outcome: declared_kpis.KpiRefresh, path: str
+) -> dict[str, Any]:
+    """The metadata of one computation of the SQL KPIs."""
+    if outcome.up_to_date:
+        context.log.info("the KPIs already reflect the current Delta versions")
+    return {
+        "delta_versions": dg.MetadataValue.json(outcome.versions),
+        "rows": dg.MetadataValue.json(outcome.rows),
+        "up_to_date": outcome.up_to_date,
+        "warehouse": path,
+        "seconds": round(outcome.seconds, 3),
+    }
 
 
 def serving_check(stream: Stream) -> dg.AssetChecksDefinition | None:

@@ -223,7 +223,7 @@ def lag_sensor(stream: Stream) -> dg.SensorDefinition:
                 asset_events=[_observation(stream.raw_events, lags, history, now, limits, reason)],
             )
         if stream.continuous:
-            return _continuous_tick(context, stream, served_key, lags, history, now, limits)
+            return _continuous_tick(context, stream, lags, history, now, limits)
         ages = [lg.age_s(now) for lg in lags if lg.lag > 0]
         only_markers = bool(ages) and all(
             lg.measured and lg.oldest_ms is None for lg in lags if lg.lag > 0
@@ -296,7 +296,6 @@ def lag_sensor(stream: Stream) -> dg.SensorDefinition:
 def _continuous_tick(
     context: dg.SensorEvaluationContext,
     stream: Stream,
-    served_key: dg.AssetKey,
     lags: list[PartitionLag],
     history: LagHistory,
     now: float,
@@ -304,8 +303,8 @@ def _continuous_tick(
 ) -> dg.SensorResult:
     """A continuous stream's tick: the lag and its status recorded, no ingest launched (its
     continuous run takes every pending record), a live run that makes no batch named as the
-    stall's cause, and the assets off the KPI path launched every ``CONTINUOUS_REST_EVERY_S``
-    at most."""
+    stall's cause, and the assets the run does not materialize (the publishers) launched every
+    ``CONTINUOUS_REST_EVERY_S`` at most."""
     reason = "continuous stream: its continuous run ingests every pending record"
     if sum(lg.lag for lg in lags) and (cause := stall_cause(context.instance, stream, now)):
         reason = f"stalled: {cause}"
@@ -315,7 +314,7 @@ def _continuous_tick(
         limit=1,
     )
     if not history.lean(now, CONTINUOUS_REST_EVERY_S) and not busy:
-        request = rest_request(context, stream, served_key)
+        request = rest_request(context, stream)
         if request is not None:
             history.full_at = now
     events = [_observation(stream.raw_events, lags, history, now, limits, reason)]

@@ -6,10 +6,11 @@ from typing import Any, TypeVar
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
 
 from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.stream import Stream
-from eos_assets.lib.derived.entity_state import update_entity_state
+from eos_assets.lib.derived.entity_state import EntityStateOutcome, update_entity_state
 from eos_assets.lib.derived.incremental import FromSilverOutcome, Outcome
 from eos_assets.lib.derived.silver_events import EventsOutcome, update_events
 from eos_assets.lib.errors import EosError, raised_in
@@ -149,22 +150,35 @@ def entity_state_asset(
     def entity_state(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
     ) -> dg.MaterializeResult:
-        outcome = run_or_fail(
-            lambda: update_entity_state(
-                spark_session(pyspark),
-                spec,
-                lake.table_uri(*stream.events.path),
-                lake.table_uri(*key.path),
-                lake.storage_options,
-            )
-        )
-        details = {
-            "entities_touched": outcome.entities_touched,
-            "entities_inserted": outcome.entities_inserted,
-            "entities_updated": outcome.entities_updated,
-            "files_rewritten_by_merge": outcome.files_rewritten,
-            "rows_copied_by_merge": outcome.rows_copied,
-        }
-        return dg.MaterializeResult(metadata=from_silver_metadata(context, outcome, details))
+        outcome = run_or_fail(lambda: fold_entities(stream, spark_session(pyspark), lake))
+        return dg.MaterializeResult(metadata=entity_state_metadata(context, outcome))
 
     return entity_state
+
+
+def fold_entities(
+    stream: Stream, spark: SparkSession, lake: LakeResource, upto: int | None = None
+) -> EntityStateOutcome:
+    """Fold the stream's silver events up to version ``upto`` (None: the latest) into its
+    entity state."""
+    assert stream.entity is not None
+    return update_entity_state(
+        spark,
+        stream.entity,
+        lake.table_uri(*stream.events.path),
+        lake.table_uri(*stream.entity_state.path),
+        lake.storage_options,
+        upto=upto,
+    )
+
+
+def entity_state_metadata(context: Context, outcome: EntityStateOutcome) -> dict[str, Any]:
+    """The metadata of one update of the entity state."""
+    details = {
+        "entities_touched": outcome.entities_touched,
+        "entities_inserted": outcome.entities_inserted,
+        "entities_updated": outcome.entities_updated,
+        "files_rewritten_by_merge": outcome.files_rewritten,
+        "rows_copied_by_merge": outcome.rows_copied,
+    }
+    return from_silver_metadata(context, outcome, details)

@@ -159,6 +159,24 @@ class Stream:
         return tuple(spec for spec in self.kpi_specs if spec.name in self.serve)
 
     @property
+    def loop_keys(self) -> list[dg.AssetKey]:
+        """What a continuous run of the stream materializes: bronze, silver, the entity state,
+        the windows and late events, the KPI tables and their distinct values, and serving."""
+        keys = [self.raw_events, self.events]
+        if self.entity is not None:
+            keys.append(self.entity_state)
+        keys += [self.window_aggregates, self.late_events]
+        for spec in self.kpi_specs:
+            keys.append(self.kpi_key(spec.name))
+            if spec.distinct:
+                keys.append(self.distinct_key(spec.name))
+        if self.served_specs:
+            keys.append(self.kpis)
+        if self.kpi_sql:
+            keys.append(self.sql_kpis)
+        return keys
+
+    @property
     def continuous(self) -> bool:
         """Whether one long-lived run loops the stream's path to its served KPIs."""
         return self.mode == CONTINUOUS

@@ -97,7 +97,7 @@ ABOUT = {
     "is null or it divides by zero)",
     "day": "with `time: day` instead of `window_start`/`window_end`: the UTC date",
     "measure": "the `count_distinct` measure the value belongs to",
-    "value": "one distinct value of its field, as a string",
+    "distinct_value": "one distinct value of the measure's field, as a string",
 }
 
 

@@ -4,11 +4,23 @@ into batches the way a continuous run cuts it."""
 from pathlib import Path
 from typing import Any
 
+from deltalake import DeltaTable
+
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.derived.silver_events import events_schema
+from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
+from eos_assets.lib.serving import warehouse_file
+from eos_assets.resources.lake import LakeResource
 from eos_assets_tests.support import graph
 from eos_assets_tests.support.oracle import Expected
-from eos_assets_tests.support.orders import EVENTS, KPI_DAILY, KPI_WINDOW
+from eos_assets_tests.support.orders import (
+    EVENTS,
+    KPI_DAILY,
+    KPI_WINDOW,
+    LATE_EVENTS,
+    ORDER_STATE,
+    WINDOW_AGGREGATES,
+)
 
 # Which delivery of a duplicated event wins, and how many revisions a KPI row went through,
 # depend on how the offsets were cut into batches; the values do not.
@@ -41,5 +53,49 @@ def assert_kpi_path(lake_root: str, want: Expected, warehouse: Path) -> None:
     graph.assert_served(lake_root, warehouse, windows, daily)
 
 
-def _values(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in BOOKKEEPING}
+# What the follow lane's tables hold that depends on how batches were cut (which versions a
+# throttled pass took together): the entity's latest event id among events of one time, a
+# window's revisions, whether an event came late and the watermark a row was written at.
+FOLLOW_BOOKKEEPING = {
+    "last_event_id", "silver_version", "revision", "late_events", "is_final", "watermark",
+}  # fmt: skip
+WINDOW_VALUES = ("window_end", "event_count", "distinct_orders", "distinct_customers", "amount_sum")
+
+
+def assert_followed(lake_root: str, want: Expected, warehouse: Path) -> None:
+    """The entity state and the windows hold the oracle's values (the windows at the declared
+    size), every late event is an event of silver recorded once, and the SQL KPIs reflect the
+    current window and entity tables."""
+    state = graph.table(lake_root, ORDER_STATE, graph.ORDER_STATE_SCHEMA)
+    graph.assert_same(
+        {r["order_id"]: r for r in state},
+        {k: _values(r, FOLLOW_BOOKKEEPING) for k, r in want.order_state.items()},
+        "orders/silver/entity_state",
+    )
+    rows = graph.table(lake_root, WINDOW_AGGREGATES, window_schema(ORDERS.windows, ORDERS.contract))
+    graph.assert_same(
+        {(r["window_start"], r["event_type"], r["currency"]): r for r in rows},
+        {k: {f: r[f] for f in WINDOW_VALUES} for k, r in want.windows.items()},
+        "orders/gold/window_aggregates",
+    )
+    late = graph.table(lake_root, LATE_EVENTS, late_schema(ORDERS.contract))
+    assert len({r["event_id"] for r in late}) == len(late), "a late event recorded twice"
+    assert {r["event_id"] for r in late} <= want.events.keys()
+    lake = LakeResource(root=lake_root)
+    current = {
+        "window_aggregates": DeltaTable(lake.table_uri(*WINDOW_AGGREGATES.path)).version(),
+        "entity_state": DeltaTable(lake.table_uri(*ORDER_STATE.path)).version(),
+    }
+    with warehouse_file.connect_reader(warehouse) as conn:
+        recorded = dict(
+            conn.execute(
+                "SELECT source, delta_version FROM eos_declared_kpis WHERE stream = 'orders'"
+            ).fetchall()
+        )
+        (hours,) = conn.execute("SELECT count(*) FROM orders.revenue_by_hour").fetchone() or (0,)
+    assert recorded == current, "the SQL KPIs reflect the window and entity tables as they are"
+    assert hours > 0
+
+
+def _values(row: dict[str, Any], bookkeeping: set[str] = BOOKKEEPING) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in bookkeeping}

@@ -115,8 +115,10 @@ def update_entity_state(
     events_uri: str,
     state_uri: str,
     storage_options: dict[str, str] | None = None,
+    upto: int | None = None,
 ) -> EntityStateOutcome:
-    """Fold the silver events not yet consumed into the state of their entities.
+    """Fold the silver events not yet consumed (up to version ``upto``; None: the latest)
+    into the state of their entities.
 
     Raises:
         EosError: silver/events was rewritten or its log is gone, or commits kept conflicting.
@@ -127,7 +129,9 @@ def update_entity_state(
         configuration=delta_io.merged_table_config(),
         storage_options=storage_options,
     )
-    table = incremental.Derived("silver/entity_state", state_uri, events_uri, APP, storage_options)
+    table = incremental.Derived(
+        "silver/entity_state", state_uri, events_uri, APP, storage_options, upto=upto
+    )
     return incremental.run(table, EntityStateOutcome, lambda a, o: _step(spark, spec, a, o))
 
 

@@ -93,7 +93,7 @@ def kpi_schema(spec: KpiSpec, contract: Contract) -> pa.Schema:
 def distinct_schema(spec: KpiSpec) -> pa.Schema:
     """The columns of a KPI table's distinct values (without ``window_end``)."""
     keys = [f for f in key_fields(spec) if f.name != "window_end"]
-    extra = [(_MEASURE[1:], pa.string()), (_VALUE[1:], pa.string())]
+    extra = [("measure", pa.string()), ("distinct_value", pa.string())]
     return pa.schema([*keys, *extra, ("silver_version", pa.int64())])
 
 

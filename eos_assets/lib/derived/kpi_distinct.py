@@ -31,7 +31,7 @@ def pairs(spec: KpiSpec, values: pa.Table) -> pa.Table:
         columns["window_start"] = pc.cast(columns["window_start"], pa.int64()).cast(UTC_MICROS)
     columns |= {
         "measure": values.column("_measure"),
-        "value": values.column("_value"),
+        "distinct_value": values.column("_value"),
         "silver_version": values.column("_first"),
     }
     return pa.table(columns).select(schema.names).cast(schema)
@@ -52,13 +52,13 @@ def new_values(
     known = delta_io.read_rows(distinct_dt, schema, predicate) if batch.num_rows else None
     if known is None:
         return {}, schema.empty_table(), 0
-    match = [*names, "measure", "value"]
+    match = [*names, "measure", "distinct_value"]
     limit = -1 if consumed is None else consumed
     seen = known.filter(pc.field("silver_version") <= limit).select(match)
     fresh = batch.join(seen, match, join_type="left anti")
-    counted = fresh.group_by([*names, "measure"]).aggregate([("value", "count")])
+    counted = fresh.group_by([*names, "measure"]).aggregate([("distinct_value", "count")])
     added = {
-        (tuple(r[n] for n in names), r["measure"]): int(r["value_count"])
+        (tuple(r[n] for n in names), r["measure"]): int(r["distinct_value_count"])
         for r in counted.to_pylist()
     }
     missing = batch.join(known.select(match), match, join_type="left anti")

@@ -92,8 +92,10 @@ def update_windows(
     late_uri: str,
     spec: WindowSpec,
     storage_options: dict[str, str] | None = None,
+    upto: int | None = None,
 ) -> WindowsOutcome:
-    """Recompute the windows touched by new silver rows; flag late events and final windows.
+    """Recompute the windows touched by new silver rows (up to version ``upto``; None: the
+    latest); flag late events and final windows.
 
     Raises:
         EosError: the window size differs from the table's, silver was rewritten,
@@ -124,6 +126,7 @@ def update_windows(
         storage_options,
         companions=(late_uri,),
         check=check,
+        upto=upto,
     )
     stream = WindowStream(shape, contract)
     return incremental.run(table, WindowsOutcome, lambda a, o: _step(spark, stream, spec, a, o))
