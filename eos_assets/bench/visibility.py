@@ -2,10 +2,11 @@
 
 A poller copies the DuckDB serving file once a second (a reader holding the file would make
 the serving asset's write connection fail, so the bench never opens the live file) and
-records, whenever ``eos_delta_versions`` changes, the wall time, the ``gold/kpi_window``
-version DuckDB mirrors and the event total of its ``kpi_window`` rows. Afterwards each
-mirrored version is followed down the lineage the tables record in their ``txn`` actions:
-kpi_window -> the silver/events version it consumed -> the bronze version silver consumed ->
+records, whenever ``eos_delta_versions`` changes, the wall time, the version DuckDB mirrors
+of the watched KPI table (``Watched``: orders' ``kpi_window``, page_views' ``views_by_hour``)
+and the event total of its rows. Afterwards each mirrored version is followed down the lineage
+the tables record in their ``txn`` actions:
+the KPI table -> the silver/events version it consumed -> the bronze version silver consumed ->
 the Kafka position of every partition in that bronze version. An event (partition, offset) is
 visible from the first observation whose position of its partition is past its offset; its
 latency is that time minus its Kafka timestamp (set by the producer when it was sent).
@@ -25,16 +26,39 @@ from deltalake import DeltaTable
 from eos_assets.lib.delta import delta_io
 from eos_assets.lib.delta.txn_ids import FROM_BRONZE, FROM_SILVER, partition_app
 
-TOTAL_SQL = (
-    "SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = 'orders.kpi_window'), "
-    "(SELECT coalesce(sum(orders_created + orders_paid + orders_cancelled + orders_refunded), 0) "
-    "FROM orders.kpi_window)"
+
+@dataclass(frozen=True)
+class Watched:
+    """The served KPI table a freshness stream watches, and the events each row counts."""
+
+    stream: str
+    kpi: str
+    events: str  # an SQL expression over a row: the events it counts
+
+    @property
+    def total_sql(self) -> str:
+        """DuckDB's mirrored version of the table, and its event total."""
+        name = f"{self.stream}.{self.kpi}"
+        return (
+            f"SELECT (SELECT delta_version FROM eos_delta_versions WHERE table_name = '{name}'), "
+            f"(SELECT coalesce(sum({self.events}), 0) FROM {name})"
+        )
+
+    def path(self, lake_root: Path, layer: str, table: str) -> str:
+        """Where one of the stream's tables lives."""
+        return str(lake_root / self.stream / layer / table)
+
+
+ORDERS = Watched(
+    "orders", "kpi_window", "orders_created + orders_paid + orders_cancelled + orders_refunded"
 )
+PAGE_VIEWS = Watched("page_views", "views_by_hour", "views")
+WATCHED = {w.stream: w for w in (ORDERS, PAGE_VIEWS)}
 
 
 @dataclass(frozen=True)
 class Observation:
-    """DuckDB at one moment: the kpi_window version it mirrors and its event total."""
+    """DuckDB at one moment: the watched table's version it mirrors and its event total."""
 
     at: float
     version: int
@@ -46,6 +70,7 @@ class Poller:
     """Polls a copy of the DuckDB file every ``interval`` seconds in a thread."""
 
     warehouse: Path
+    watched: Watched = ORDERS
     interval: float = 0.25
     seen: list[Observation] = field(default_factory=list)
     polls: int = 0
@@ -94,7 +119,7 @@ class Poller:
             if wal.exists():
                 shutil.copyfile(wal, copy.with_name("copy.duckdb.wal"))
             with duckdb.connect(str(copy), read_only=True) as conn:
-                row = conn.execute(TOTAL_SQL).fetchone()
+                row = conn.execute(self.watched.total_sql).fetchone()
         except (OSError, duckdb.Error):
             self.unreadable += 1  # caught mid-write: the next poll reads it
             return
@@ -109,17 +134,19 @@ class Poller:
             self.seen.append(Observation(now, int(row[0]), int(row[1])))
 
 
-def positions_behind(lake_root: Path, kpi_version: int, topic: str, partitions: int) -> list[int]:
-    """Next Kafka offset per partition reflected by ``gold/kpi_window`` at ``kpi_version``."""
-    silver = DeltaTable(str(lake_root / "orders" / "gold" / "kpi_window"), version=kpi_version)
-    s = silver.transaction_version(FROM_SILVER)
+def positions_behind(
+    lake_root: Path, kpi_version: int, topic: str, partitions: int, watched: Watched = ORDERS
+) -> list[int]:
+    """Next Kafka offset per partition reflected by the watched KPI table at ``kpi_version``."""
+    kpi = DeltaTable(watched.path(lake_root, "gold", watched.kpi), version=kpi_version)
+    s = kpi.transaction_version(FROM_SILVER)
     if s is None:
         return [0] * partitions
-    events = DeltaTable(str(lake_root / "orders" / "silver" / "events"), version=s)
+    events = DeltaTable(watched.path(lake_root, "silver", "events"), version=s)
     b = events.transaction_version(FROM_BRONZE)
     if b is None:
         return [0] * partitions
-    bronze = DeltaTable(str(lake_root / "orders" / "bronze" / "raw_events"), version=b)
+    bronze = DeltaTable(watched.path(lake_root, "bronze", "raw_events"), version=b)
     return [bronze.transaction_version(partition_app(topic, p)) or 0 for p in range(partitions)]
 
 
@@ -133,17 +160,25 @@ class Latencies:
     observations: int
 
 
-def latencies(seen: list[Observation], lake_root: Path, topic: str, partitions: int) -> Latencies:
+def latencies(
+    seen: list[Observation],
+    lake_root: Path,
+    topic: str,
+    partitions: int,
+    watched: Watched = ORDERS,
+) -> Latencies:
     """Latency of every bronze record (seconds), from the observations and the lineage."""
     bronze = delta_io.read_arrow(
-        str(lake_root / "orders" / "bronze" / "raw_events"),
+        watched.path(lake_root, "bronze", "raw_events"),
         columns=["partition", "offset", "kafka_timestamp", "error"],
     )
     part = bronze.column("partition").to_numpy()
     offset = bronze.column("offset").to_numpy()
     sent = bronze.column("kafka_timestamp").cast("int64").to_numpy() / 1e6
     valid = bronze.column("error").is_null().to_numpy(zero_copy_only=False)
-    marks = np.array([positions_behind(lake_root, o.version, topic, partitions) for o in seen])
+    marks = np.array(
+        [positions_behind(lake_root, o.version, topic, partitions, watched) for o in seen]
+    )
     times = np.array([o.at for o in seen])
     out = np.full(len(offset), np.nan)
     mismatches = 0
