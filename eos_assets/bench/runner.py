@@ -165,6 +165,7 @@ def _measured(
             inc_big = l5.materialize([*BRONZE, *DERIVED])
             sizes = f"{big.produced - o.batch:,} vs {small.produced - o.batch:,} events"
             report.add(stages.increment_line(inc_small, inc_big, o.batch, sizes))
+            report.add(stages.kpi_increment_line(inc_small, inc_big, o.batch, sizes))
         if checks is not None and whole is not None:
             since = run_checks(l5, checks, skip=stages.SCHEDULED)
             batch = o.batch if inc_small is not None else 0

@@ -144,6 +144,29 @@ def increment_line(small: RunTimes, large: RunTimes, batch: int, sizes: str) -> 
     )  # fmt: skip
 
 
+# The steps of the declared KPIs after silver: their tables, and their DuckDB serving.
+KPI_STEPS = ("orders__gold__kpis", "orders__serving__kpis", "orders__serving__sql_kpis")
+
+
+def kpi_increment_line(small: RunTimes, large: RunTimes, batch: int, sizes: str) -> Measurement:
+    """Ratio of the declared KPIs' steps after one batch on the large tables to the same on
+    the small ones: a KPI table's cost grows with the batch, not with the history."""
+    a = sum(small.steps.get(k, 0.0) for k in KPI_STEPS)
+    b = sum(large.steps.get(k, 0.0) for k in KPI_STEPS)
+    ratio = b / a if a else None
+    per_step = {k: [round(small.steps.get(k, 0.0), 2), round(large.steps.get(k, 0.0), 2)]
+                for k in KPI_STEPS}  # fmt: skip
+    return Measurement(
+        "incremental", f"KPI steps after a {batch:,}-event batch on {sizes}", ratio, "x",
+        f"<= {INCREMENT_TARGET}", at_most(ratio, INCREMENT_TARGET),
+        f"{b:.2f}s vs {a:.2f}s: " + ", ".join(
+            f"{k.split('__', 1)[1].replace('__', '/')} {v[0]:.2f}s -> {v[1]:.2f}s"
+            for k, v in per_step.items()
+        ),
+        data={"steps": per_step},
+    )  # fmt: skip
+
+
 def memory_line(small: ProbeResult, large: ProbeResult) -> Measurement:
     """Peak memory of an ingest of a large backlog against that of a small one."""
     ratio = large.peaks.total / small.peaks.total if small.peaks.total else None
