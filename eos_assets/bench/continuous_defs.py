@@ -7,18 +7,14 @@ import os
 
 import dagster as dg
 
-from eos_assets import examples, streams
+from eos_assets import examples
 from eos_assets.components import builtin
 from eos_assets.declaration import read_declaration
 from eos_assets.definitions import build_shared
 from eos_assets.settings import Settings
 
 STREAM_ENV = "EOS_BENCH_STREAM"
-DECLARATIONS = {
-    "orders": streams.declaration("orders"),
-    "page_views": examples.declaration("page_views"),
-}
-MODEL = read_declaration(DECLARATIONS[os.environ.get(STREAM_ENV, "orders")]).model_copy(
+MODEL = read_declaration(examples.shipped(os.environ.get(STREAM_ENV, "orders"))).model_copy(
     update={"mode": "continuous"}
 )
 
