@@ -6,14 +6,13 @@ A failure the user can fix while they load (a wrong declaration, a wrong setting
 as a ``LoadError``: the UI's error of the code location is its one line, without a stack trace.
 """
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
 from dagster._core.errors import DagsterUserCodeProcessError
 from dagster_shared.error import SerializableErrorInfo
 
-from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.errors import EosError
 
 
 class LoadError(EosError, DagsterUserCodeProcessError):
@@ -38,39 +37,12 @@ class LoadError(EosError, DagsterUserCodeProcessError):
 # Importing the assets reads the shipped declaration already.
 try:
     import eos_assets.streams
-    from eos_assets.components import builtin
     from eos_assets.components.event_stream import load_streams
+    from eos_assets.components.shared import build_shared
     from eos_assets.declaration import StreamModel
-    from eos_assets.defs import jobs, schedules, sensors
-    from eos_assets.defs.stream import Stream
-    from eos_assets.resources import build_resources
     from eos_assets.settings import Settings
 except EosError as exc:
     raise LoadError(str(exc), type(exc).__name__) from None
-
-
-def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Definitions:
-    """The jobs, schedules, automation sensor and resources over every declared stream.
-
-    Raises:
-        ConfigError: ``EOS_TOPICS`` is set while several streams are declared.
-    """
-    if settings.topics_from_env and len(models) > 1:
-        raise ConfigError(
-            f"EOS_TOPICS names the topics of one stream and {len(models)} are declared: unset "
-            "it and list each stream's topics in its defs.yaml"
-        )
-    streams = [Stream.of(model) for model in models]
-    tables = [key for model in models for key in builtin.tables(model)]
-    return dg.Definitions(
-        jobs=jobs.build_jobs(streams, tables),
-        schedules=[schedules.maintenance_schedule],
-        sensors=[sensors.downstream_sensor(streams)],
-        resources=build_resources(settings),
-        # Every step of a run shares the run's one SparkSession: a process per step would start
-        # a JVM per step (seconds each), which dominates small incremental runs.
-        executor=dg.in_process_executor,
-    )
 
 
 def _definitions() -> tuple[dg.Definitions, list[StreamModel]]:

@@ -13,7 +13,8 @@ Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 - the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
 The jobs, schedules and the automation sensor cover every stream and are built once
-(``eos_assets/definitions.py``). A stream declared ``mode: continuous`` also gets its
+(``shared.build_shared``); a stream's lag sensor and the schedules of its checks that read Kafka
+launch those jobs, so they come with them. A stream declared ``mode: continuous`` also gets its
 continuous job and the sensor that keeps one run of it alive.
 
 The declared window ``size`` and ``grace`` are the defaults of the windows' run config, and the
@@ -38,7 +39,6 @@ from eos_assets.defs import (
     jobs,
     kpis,
     outbound,
-    schedules,
     sensors,
     silver,
 )
@@ -64,7 +64,6 @@ class StreamParts:
     agg_out_check: dg.AssetChecksDefinition
     kpi_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
     lag_sensor: dg.SensorDefinition
-    schedules: list[dg.ScheduleDefinition]  # the checks that read Kafka
 
     @property
     def downstream(self) -> list[dg.AssetsDefinition]:
@@ -111,15 +110,15 @@ def build(model: StreamModel) -> StreamParts:
         agg_out_check=agg_out_check,
         kpi_checks=kpi_checks,
         lag_sensor=sensors.lag_sensor(stream),
-        schedules=schedules.stream_schedules(stream),
     )
 
 
 def definitions(model: StreamModel) -> dg.Definitions:
-    """The stream's assets, checks, job ``<stream>__ingest_and_refresh`` and lag sensor.
+    """The stream's assets, checks and job ``<stream>__ingest_and_refresh`` (and, continuous,
+    its continuous job and keeper sensor).
 
-    The jobs, schedules and the automation sensor cover every stream and are built once
-    (``eos_assets/definitions.py``).
+    Its lag sensor and schedules launch the jobs over every stream, so they are built with
+    those, once, with the automation sensor (``shared.build_shared``).
     """
     parts = build(model)
     # Everything downstream of bronze follows it (declarative automation); on a continuous
@@ -134,7 +133,7 @@ def definitions(model: StreamModel) -> dg.Definitions:
     stream_jobs: list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition] = [
         jobs.stream_job(parts.stream)
     ]
-    sensors = [parts.lag_sensor]
+    sensors: list[dg.SensorDefinition] = []
     if parts.stream.continuous:
         job = continuous.continuous_job(parts.stream)
         stream_jobs.append(job)
@@ -143,7 +142,6 @@ def definitions(model: StreamModel) -> dg.Definitions:
         assets=[parts.raw_events, *follow],
         asset_checks=parts.checks,
         sensors=sensors,
-        schedules=parts.schedules,
         jobs=stream_jobs,
     )
 

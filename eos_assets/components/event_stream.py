@@ -3,16 +3,25 @@
 Loading a declaration checks it whole (``check``, the KPI SQL against the tables it names, and
 that no two streams share a name or a topic) and fails with one line naming the file, the field
 and the fix. ``builtin.py`` says what a stream gets (DESIGN.md, "Declared streams").
+
+Each stream brings the resources its assets use (configured from the ``EOS_*`` settings) and
+the in-process executor, the same objects for every stream (``shared.py``): a stream
+scaffolded into any Dagster project loads and runs there. What spans streams (the jobs over
+every stream, the maintenance schedule, the automation sensor) a project adds with
+``with_cross_stream`` in its ``definitions.py``.
 """
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import dagster as dg
 
 from eos_assets.components import builtin
 from eos_assets.components.scaffold import EventStreamScaffolder
+from eos_assets.components.shared import build_shared, rebound, runtime
 from eos_assets.declaration import (
     DECLARATION,
     TYPE,
@@ -24,6 +33,8 @@ from eos_assets.declaration import (
     describe,
     precheck,
 )
+from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.settings import Settings
 
 # What Dagster's component loader warns about on every load (the loader, the code references
 # it adds to each asset, the scaffolders it looks up, the owners of sensors, the checks of a
@@ -40,7 +51,8 @@ for _category in (dg.BetaWarning, dg.PreviewWarning):
 
 
 # The declarations of the definitions being loaded, by file: what check_together compares.
-_LOADED: dict[str, StreamModel] = {}
+# By project root: a process that loads several projects compares each project's streams only.
+_LOADED: dict[Path, dict[str, StreamModel]] = {}
 
 
 @dg.scaffold_with(EventStreamScaffolder)
@@ -59,15 +71,48 @@ class EventStream(dg.Component, StreamModel):
         source = describe(context.path / DECLARATION, context.project_root)
         check(self, source)
         check_kpis(self, source)
-        _LOADED[source] = self
-        check_together([(model, src) for src, model in _LOADED.items()])
-        return builtin.definitions(self)
+        loaded = _LOADED.setdefault(Path(context.project_root).resolve(), {})
+        loaded[source] = self
+        check_together([(model, src) for src, model in loaded.items()])
+        return dg.Definitions.merge(builtin.definitions(self), runtime(Settings.from_env()))
+
+
+def with_cross_stream(
+    defs: dg.Definitions, resources: Mapping[str, Any] | None = None
+) -> dg.Definitions:
+    """``defs`` (a project's loaded defs folder) with what spans its declared streams: the jobs
+    over every stream, the maintenance schedule and the automation sensor.
+
+    In a project's ``definitions.py``, ``return with_cross_stream(loaded)`` where ``loaded`` is
+    ``dg.load_from_defs_folder(path_within_project=Path(__file__).parent)``.
+
+    Args:
+        defs: the definitions of the project's defs folder.
+        resources: resources of the project's own in place of those the streams bring, by
+            key (``kafka``, ``pyspark``, ``lake``, ``warehouse``, ``alerts``).
+
+    Raises:
+        ConfigError: ``defs`` were not loaded from a defs folder, or declare no stream.
+    """
+    tree = defs.component_tree
+    models = [] if tree is None else tree.get_all_components(of_type=EventStream)
+    if not models:
+        raise ConfigError(
+            "with_cross_stream found no EventStream: pass it the Definitions of "
+            "dg.load_from_defs_folder(...), after `dg scaffold defs eos_assets.components."
+            "EventStream <stream>`"
+        )
+    merged = dg.Definitions.merge(defs, build_shared(models, Settings.from_env()))
+    if not resources:
+        return merged
+    return rebound(merged, {**(merged.resources or {}), **resources}, dg.in_process_executor)
 
 
 def load_streams(
     defs_root: ModuleType, project_root: Path
 ) -> tuple[dg.Definitions, list[StreamModel]]:
-    """Load every declaration under the module ``defs_root``: their definitions and models.
+    """Load every declaration under the module ``defs_root``: their definitions, without the
+    resources and executor the components bring (the caller binds its own), and models.
 
     Each ``defs.yaml`` is read and checked here first, so that a wrong type, an unknown or
     missing field or a value of the wrong kind is one line naming the file and the field,
@@ -87,20 +132,21 @@ def load_streams(
         )
     for path in files:
         precheck(path, describe(path, project_root))
-    _LOADED.clear()
+    _LOADED.pop(project_root.resolve(), None)
     tree = dg.ComponentTree.from_module(defs_module=defs_root, project_root=project_root)
     try:
         defs = tree.build_defs()
     except Exception as exc:  # the component loader wraps what build_defs raised
         raise _declaration_error(exc) from None
-    return defs, list(tree.get_all_components(of_type=EventStream))
+    return rebound(defs, None, None), list(tree.get_all_components(of_type=EventStream))
 
 
 def _declaration_error(exc: Exception) -> Exception:
-    """The DeclarationError that a component raised, out of the loader's wrapping."""
+    """The error of the product (a DeclarationError, a ConfigError of a setting) that a
+    component raised, out of the loader's wrapping."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, DeclarationError):
+        if isinstance(cause, EosError):
             return cause
         cause = cause.__cause__ or cause.__context__
     return exc

@@ -36,3 +36,17 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "pyspark": spark_resource(settings),
         "warehouse": WarehouseResource(path=settings.warehouse),
     }
+
+
+# The resources built so far in this process, by their configuration (what their repr shows).
+_BUILT: dict[str, dict[str, dg.ConfigurableResource]] = {}
+
+
+def shared_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """``build_resources(settings)``, the same objects for the same configuration.
+
+    ``dg.Definitions.merge`` takes a resource key bound by several definitions only when each
+    binds the same object: the components of several streams bind these, and share them.
+    """
+    built = build_resources(settings)
+    return dict(_BUILT.setdefault(repr(built), built))

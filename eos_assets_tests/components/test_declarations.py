@@ -217,9 +217,13 @@ def test_two_streams_load_side_by_side_with_their_own_names(load: Loader) -> Non
         assert {f"{stream}/bronze/raw_events", f"{stream}/gold/window_aggregates"} <= keys
     groups = {spec.group_name for a in defs.assets or [] for spec in a.specs}  # type: ignore[union-attr]
     assert {"orders_bronze", "page_views_bronze", "page_views_serving"} <= groups
-    sensors = {s.name for s in defs.sensors or []}
+    # The lag sensors and the schedules of the checks that read Kafka launch the jobs over
+    # every stream: they come with them.
+    shared = build_shared(streams, Settings.from_env({}))
+    sensors = {s.name for s in shared.sensors or []}
     assert {"orders_ingest_on_kafka_lag", "page_views_ingest_on_kafka_lag"} <= sensors
-    schedules = {s.name: s for s in defs.schedules or [] if isinstance(s, dg.ScheduleDefinition)}
+    listed = shared.schedules or []
+    schedules = {s.name: s for s in listed if isinstance(s, dg.ScheduleDefinition)}
     freshness = schedules["page_views_check_bronze_freshness_every_15_min"]
     (request,) = freshness.evaluate_tick(dg.build_schedule_context()).run_requests or []
     assert request.asset_selection == [] and request.asset_check_keys == [
@@ -228,7 +232,6 @@ def test_two_streams_load_side_by_side_with_their_own_names(load: Loader) -> Non
         )
     ]
     assert "orders_audit_bronze_against_kafka_daily" in schedules
-    shared = build_shared(streams, Settings.from_env({}))
     assert {j.name for j in shared.jobs or []} >= {"ingest_and_refresh", "materialize_all"}
     with pytest.raises(ConfigError, match="EOS_TOPICS names the topics of one stream"):
         build_shared(streams, Settings.from_env({"EOS_TOPICS": "x"}))
@@ -406,8 +409,6 @@ def test_every_stream_may_be_continuous_and_gets_its_loop_and_keeper(load: Loade
         "page_views_continuous_kpis",
     ]
     assert {s.name for s in defs.sensors or []} == {
-        "orders_ingest_on_kafka_lag",
         "orders_keep_continuous_run",
-        "page_views_ingest_on_kafka_lag",
         "page_views_keep_continuous_run",
     }
