@@ -43,15 +43,18 @@ attributes:
     dimensions: [kind]
     measures:
       events: {{agg: count}}
-  # KPI tables: DuckDB SQL over window_aggregates (and entity_state, once an entity is
-  # declared), with the window columns (window_start, window_end, is_final, ...).
+  # KPI tables kept from the events batch by batch (a batch updates the rows it touches):
+  # the period of a row (a duration such as 1h, or day), the string fields it is keyed by,
+  # and measures: count, count_distinct (exact), sum, min or max, each with an optional
+  # `when: {{field: value}}`, or a formula over the measures above it. A KPI may instead be
+  # DuckDB SQL over window_aggregates and entity_state (`sql: SELECT ...`).
   kpis:
     events_per_hour:
-      sql: >-
-        SELECT date_trunc('hour', window_start) AS hour, kind, sum(events) AS events
-        FROM window_aggregates
-        GROUP BY ALL
-  # The KPI tables served in DuckDB, as {name}.<kpi>.
+      time: 1h
+      by: [kind]
+      measures:
+        events: {{agg: count}}
+  # The KPIs served in DuckDB, as {name}.<kpi>.
   serve: [events_per_hour]
 """
 
