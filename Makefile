@@ -5,19 +5,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Java parts from Maven Central, one folder per pom of deploy/maven/ (never committed).
-# spark-kafka and kafka-streams are the bench's peers (Spark Structured Streaming, Kafka
-# Streams), each in a folder of its own: Spark's kafka-clients 3.9.2 never meets the broker's.
+# Java parts from Maven Central, one folder per pom of eos_assets/maven/ (never committed),
+# fetched by `eos-assets jars` (again only when a pom changes): Apache Kafka and Delta, and
+# the bench's peers (Spark Structured Streaming, Kafka Streams), each in a folder of its own:
+# Spark's kafka-clients 3.9.2 never meets the broker's.
 JARS := .jars
-JAR_STAMPS := $(JARS)/kafka/.installed $(JARS)/delta/.installed \
-	$(JARS)/spark-kafka/.installed $(JARS)/kafka-streams/.installed
-# A lake on S3: Spark's s3a (hadoop-aws and the AWS SDK bundle, 659 MB: 45 s from an empty
-# Maven cache on a loaded 2-core machine) and S3Proxy, the local S3 server of `eos-assets s3 up`
-# and of the tests (11 s).
-JAR_STAMPS += $(JARS)/s3/.installed $(JARS)/s3proxy/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: docs install jars java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: docs install jars jars-s3 java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -41,15 +36,16 @@ maven:
 	  fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
 
-# Once per install (and again when a pom changes): the jars of one pom and their runtime
+# Once per install (and again when a pom changes): the jars of each pom and their runtime
 # dependencies, copied into $(JARS)/<name>.
-$(JARS)/%/.installed: deploy/maven/%/pom.xml | java maven
-	@rm -rf $(JARS)/$*
-	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(JARS)/$* \
-	  || { echo "error: Maven could not fetch the jars of $<: check that Maven Central is reachable"; exit 1; }
-	@touch $@
+jars: $(STAMP) | java maven
+	@$(BIN)/eos-assets jars --dir $(JARS) --peers
 
-jars: $(JAR_STAMPS)
+# A lake on S3, for the tests: Spark's s3a (hadoop-aws and the AWS SDK bundle, 659 MB: 45 s
+# from an empty Maven cache on a loaded 2-core machine) and S3Proxy, the local S3 server of
+# `eos-assets s3 up` and of the tests (11 s). `make demo` never fetches them.
+jars-s3: $(STAMP) | java maven
+	@$(BIN)/eos-assets jars --dir $(JARS) --peers --s3
 
 preflight: $(STAMP) jars
 	@$(BIN)/python -m eos_assets.preflight
@@ -103,7 +99,7 @@ postgres:
 # server's tests in one worker; a module's tests in one (eos_assets_tests/conftest.py).
 TEST_OUTPUT := .eos/test-output
 TEST_WORKERS ?= 2
-test: spark-archive chromium postgres
+test: spark-archive jars-s3 chromium postgres
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 \
 	  --durations-file=$(TEST_OUTPUT)/durations.tsv
 

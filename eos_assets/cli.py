@@ -1,5 +1,5 @@
 """The ``eos-assets`` command: the embedded broker, the local Spark server, the demo producer,
-the local S3 server, the demo and the bench.
+the local S3 server, the demo, the bench and the Java parts (``jars``).
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
 code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function. The
@@ -21,7 +21,7 @@ from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker, cluster, cluster_security, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import ConfigError, EosError
-from eos_assets.settings import Settings
+from eos_assets.settings import Settings, read_jars_root
 
 # The demo (Dagster, the asset graph) and Spark's modules take seconds to import: they are
 # imported by the commands that use them, so `produce` and `broker` start at once.
@@ -226,6 +226,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
 
+    fetch = commands.add_parser(
+        "jars",
+        help="fetch the Java parts from Maven Central with Maven (Apache Kafka, Delta for "
+        "Spark) into EOS_JARS_DIR, a checkout's .jars or ~/.cache/eos_assets/jars",
+    )
+    fetch.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where (default: EOS_JARS_DIR, a checkout's .jars, else ~/.cache/eos_assets/jars)",
+    )
+    fetch.add_argument(
+        "--s3", action="store_true", help="also those of a lake on S3 (about 690 MB) and S3Proxy"
+    )
+    fetch.add_argument(
+        "--peers", action="store_true", help="also the bench's peers (Spark's Kafka source, "
+        "Kafka Streams)"
+    )  # fmt: skip
+    fetch.set_defaults(handler=cmd_jars)
+
     commands.add_parser(
         "spark-archive",
         help="write this install's class archive of the Spark driver (runs start sooner)",
@@ -294,6 +314,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from eos_assets.bench.runner import run_bench
 
     run_bench(options)
+    return 0
+
+
+def cmd_jars(args: argparse.Namespace) -> int:
+    """Fetch the jars that are missing or whose pom changed; print where they are."""
+    from eos_assets.devkit import maven
+
+    root = (args.dir or read_jars_root()).resolve()
+    fetched = maven.fetch(maven.wanted(args.s3, args.peers), root)
+    print(f"{root} ({'fetched ' + ', '.join(fetched) if fetched else 'up to date'})")
     return 0
 
 

@@ -167,15 +167,23 @@ def read_agg_out_max_behind(env: Mapping[str, str] | None = None) -> int:
     return int(raw)
 
 
-# eos_assets/settings.py -> the repository (or install) root that holds .jars.
-_JARS = Path(__file__).resolve().parents[1] / ".jars"
+# eos_assets/settings.py -> the checkout that holds .jars (`make install`), when it is one.
+_CHECKOUT_JARS = Path(__file__).resolve().parents[1] / ".jars"
 
 
 def read_jars_root(env: Mapping[str, str] | None = None) -> Path:
-    """``EOS_JARS_DIR``: the root of the jars ``make install`` fetched (else ``<project>/.jars``).
+    """``EOS_JARS_DIR``: the root of the jars ``eos-assets jars`` fetched.
 
-    An installation fact like ``JAVA_HOME``: read where a jar is needed, so an image that
-    installed them elsewhere only sets the variable.
+    Unset, a checkout's ``.jars`` where ``make install`` put them, else the user's cache
+    (``$XDG_CACHE_HOME/eos_assets/jars``, ``~/.cache/eos_assets/jars``): never the installed
+    package's folder. An installation fact like ``JAVA_HOME``: read where a jar is needed, so
+    an image that installed them elsewhere only sets the variable.
     """
-    configured = (os.environ if env is None else env).get("EOS_JARS_DIR")
-    return Path(configured).resolve() if configured else _JARS
+    env = os.environ if env is None else env
+    configured = env.get("EOS_JARS_DIR")
+    if configured:
+        return Path(configured).resolve()
+    if _CHECKOUT_JARS.is_dir():
+        return _CHECKOUT_JARS
+    cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "eos_assets" / "jars"

@@ -193,5 +193,5 @@ def test_missing_delta_jars_load_the_definitions_and_fail_a_run_with_one_line(
     assert done.returncode == 0, done.stderr
     kind, line = done.stdout.strip().splitlines()[-2:]
     assert kind == "MissingPartsResource"
-    assert line.startswith("the delta jars are missing in ") and "run `make install`" in line
+    assert line.startswith("the delta jars are missing in ") and "run `eos-assets jars`" in line
     assert not (tmp_path / "lake").exists()

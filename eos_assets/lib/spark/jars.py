@@ -1,13 +1,22 @@
-"""Where the Java parts installed from Maven Central live: one folder per pom under ``.jars``.
+"""Where the Java parts installed from Maven Central live: one folder per pom under the jars
+root (``settings.read_jars_root``: ``EOS_JARS_DIR``, a checkout's ``.jars`` or the user's cache).
 
-``make install`` fills ``.jars/<name>`` from ``deploy/maven/<name>/pom.xml``; nothing is
-downloaded at run time. The root is a setting (``settings.read_jars_root``: ``EOS_JARS_DIR``).
+``eos-assets jars`` (``make install`` runs it) fills ``<root>/<name>`` from
+``eos_assets/maven/<name>/pom.xml``; nothing is downloaded at run time.
 """
 
 from pathlib import Path
 
 from eos_assets.lib.errors import ConfigError
 from eos_assets.settings import read_jars_root
+
+# The option of `eos-assets jars` that fetches a pom's jars, when they are not fetched always.
+_OPTION = {
+    "s3": " --s3",
+    "s3proxy": " --s3",
+    "spark-kafka": " --peers",
+    "kafka-streams": " --peers",
+}
 
 
 def jar_dir(name: str) -> Path:
@@ -19,8 +28,8 @@ def jar_dir(name: str) -> Path:
     folder = read_jars_root() / name
     if not any(folder.glob("*.jar")):
         raise ConfigError(
-            f"the {name} jars are missing in {folder}: run `make install` "
-            "(it fetches them with Maven), or set EOS_JARS_DIR to where they are"
+            f"the {name} jars are missing in {folder}: run `eos-assets jars{_OPTION.get(name, '')}`"
+            " (it fetches them there with Maven), or set EOS_JARS_DIR to where they are"
         )
     return folder
 

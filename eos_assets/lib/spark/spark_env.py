@@ -54,7 +54,7 @@ def delta_jars() -> str:
     """The installed Delta jars as a ``spark.jars`` value (comma-separated paths).
 
     Raises:
-        ConfigError: the jars were never installed (one line: run ``make install``).
+        ConfigError: the jars were never installed (one line: run ``eos-assets jars``).
     """
     return ",".join(str(path) for path in jars.jar_files("delta"))
 

@@ -32,6 +32,6 @@ def test_missing_jars_are_one_line_with_the_fix(tmp_path: Path, monkeypatch, mad
     with pytest.raises(ConfigError) as raised:
         jar_files("spark")
     assert str(raised.value) == (
-        f"the spark jars are missing in {tmp_path.resolve() / 'spark'}: run `make install` "
-        "(it fetches them with Maven), or set EOS_JARS_DIR to where they are"
+        f"the spark jars are missing in {tmp_path.resolve() / 'spark'}: run `eos-assets jars` "
+        "(it fetches them there with Maven), or set EOS_JARS_DIR to where they are"
     )

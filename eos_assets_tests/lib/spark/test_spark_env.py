@@ -71,7 +71,7 @@ def test_missing_delta_jars_fail_in_one_line_with_the_fix(
         spark_config("local[2]")
     message = str(missing.value)
     assert "\n" not in message
-    assert "the delta jars are missing" in message and "make install" in message
+    assert "the delta jars are missing" in message and "`eos-assets jars`" in message
 
 
 def test_a_local_master_gives_its_task_slots() -> None:
