@@ -1,6 +1,7 @@
 """What the tests of continuous streams share: the oracle of the path to the served KPIs, cut
 into batches the way a continuous run cuts it."""
 
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from eos_assets_tests.support.orders import (
     ORDER_STATE,
     WINDOW_AGGREGATES,
 )
+from eos_assets_tests.support.page_views_oracle import Expected as PageViews
 
 # Which delivery of a duplicated event wins, and how many revisions a KPI row went through,
 # depend on how the offsets were cut into batches; the values do not.
@@ -99,3 +101,66 @@ def assert_followed(lake_root: str, want: Expected, warehouse: Path) -> None:
 
 def _values(row: dict[str, Any], bookkeeping: set[str] = BOOKKEEPING) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in bookkeeping}
+
+
+def assert_page_views_exact(lake_root: str, want: PageViews, warehouse: Path) -> None:
+    """Every table of the page_views example after a continuous run is the oracle's: silver
+    (each view once), the sessions, the windows' values, each late event once, the hourly KPI
+    table and its DuckDB copy, and the SQL KPIs over the current window and entity tables."""
+    lake = LakeResource(root=lake_root)
+
+    def rows(*path: str) -> list[dict[str, Any]]:
+        return DeltaTable(lake.table_uri("page_views", *path)).to_pyarrow_table().to_pylist()
+
+    silver = rows("silver", "events")
+    assert len({r["event_id"] for r in silver}) == len(silver), "event_id not unique in silver"
+    assert {r["event_id"] for r in silver} == want.views.keys()
+    state = {r["session_id"]: r for r in rows("silver", "entity_state")}
+    graph.assert_same(
+        state,
+        {k: _values(r, FOLLOW_BOOKKEEPING) for k, r in want.sessions.items()},
+        "page_views/silver/entity_state",
+    )
+    windows = {(r["window_start"], r["page"]): r for r in rows("gold", "window_aggregates")}
+    graph.assert_same(windows, want.windows, "page_views/gold/window_aggregates")
+    late = rows("gold", "late_events")
+    assert len({r["event_id"] for r in late}) == len(late), "a late event recorded twice"
+    assert {r["event_id"] for r in late} <= want.views.keys()
+    hourly = {(r["window_start"], r["page"]): r for r in rows("gold", "views_by_hour")}
+    graph.assert_same(hourly, want.kpi_views_by_hour, "page_views/gold/views_by_hour")
+    with warehouse_file.connect_reader(warehouse) as conn:
+        served = graph.served_rows(conn, "page_views.views_by_hour", ("window_start", "page"))
+        (mirrored,) = conn.execute(
+            "SELECT delta_version FROM eos_delta_versions "
+            "WHERE table_name = 'page_views.views_by_hour'"
+        ).fetchone() or (None,)
+        recorded = dict(
+            conn.execute(
+                "SELECT source, delta_version FROM eos_declared_kpis WHERE stream = 'page_views'"
+            ).fetchall()
+        )
+        sessions = conn.execute(
+            "SELECT sessions, pages_per_session, bounce_rate FROM page_views.sessions"
+        ).fetchone()
+        by_page_hour = conn.execute(
+            "SELECT hour, page, views, sessions FROM page_views.views_by_page_hour"
+        ).fetchall()
+    graph.assert_same(served, hourly, "DuckDB page_views.views_by_hour")
+    current = {
+        name: DeltaTable(lake.table_uri("page_views", layer, name)).version()
+        for layer, name in (("gold", "views_by_hour"), ("gold", "window_aggregates"),
+                            ("silver", "entity_state"))
+    }  # fmt: skip
+    assert mirrored == current.pop("views_by_hour")
+    assert recorded == current, "the SQL KPIs reflect the window and entity tables as they are"
+    assert sessions is not None
+    graph.assert_same(
+        {(): dict(zip(("sessions", "pages_per_session", "bounce_rate"), sessions, strict=True))},
+        {(): want.kpi_sessions},
+        "page_views.sessions",
+    )
+    graph.assert_same(
+        {(h.astimezone(UTC), p): {"views": v, "sessions": s} for h, p, v, s in by_page_hour},
+        want.kpi_views_by_page_hour,
+        "page_views.views_by_page_hour",
+    )

@@ -204,8 +204,8 @@ def assert_served(
     lake = LakeResource(root=lake_root)
     with warehouse_file.connect_reader(warehouse) as conn:
         served = {
-            "kpi_window": _rows(conn, "orders.kpi_window", ("window_start", "currency")),
-            "kpi_daily": _rows(conn, "orders.kpi_daily", ("day", "currency")),
+            "kpi_window": served_rows(conn, "orders.kpi_window", ("window_start", "currency")),
+            "kpi_daily": served_rows(conn, "orders.kpi_daily", ("day", "currency")),
         }
         recorded = dict(
             conn.execute("SELECT table_name, delta_version FROM eos_delta_versions").fetchall()
@@ -224,9 +224,10 @@ def assert_served(
     }
 
 
-def _rows(
+def served_rows(
     conn: duckdb.DuckDBPyConnection, name: str, key: tuple[str, ...]
 ) -> dict[tuple, dict[str, Any]]:
+    """Every row of a served DuckDB table by ``key`` (times in UTC)."""
     cursor = conn.execute(f"SELECT * FROM {name}")
     names = [d[0] for d in cursor.description or []]
     rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
