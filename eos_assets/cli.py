@@ -217,7 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run one declared stream's graph by name (its job <stream>__ingest_and_refresh)",
     )
-    run.add_argument("--stream", required=True, help="a stream declared in eos_assets/streams")
+    run.add_argument(
+        "--stream",
+        required=True,
+        help="a stream declared in the Dagster project of this folder (its pyproject.toml), "
+        "else in eos_assets/streams",
+    )
     run.set_defaults(handler=cmd_run)
 
     bench = commands.add_parser(

@@ -137,11 +137,11 @@ def load_streams(
     try:
         defs = tree.build_defs()
     except Exception as exc:  # the component loader wraps what build_defs raised
-        raise _declaration_error(exc) from None
+        raise product_error(exc) from None
     return rebound(defs, None, None), list(tree.get_all_components(of_type=EventStream))
 
 
-def _declaration_error(exc: Exception) -> Exception:
+def product_error(exc: Exception) -> Exception:
     """The error of the product (a DeclarationError, a ConfigError of a setting) that a
     component raised, out of the loader's wrapping."""
     cause: BaseException | None = exc
