@@ -1,5 +1,5 @@
 """Faults of a continuous run, against the oracle: the run SIGKILLed between its steps
-(before bronze's commit, after it, while silver/events writes its files, between the late
+(after bronze's commit, while silver/events writes its files, between the late
 events' and the windows' commits, before the entity state's merge), then replaced; the Spark
 server SIGKILLed under a run's KPI step; the broker restarted under a run; two continuous runs
 started at once by hand.
@@ -58,11 +58,10 @@ VIEWS_MIX = {**MIX, "stream": VIEWS}
 
 
 def start(d: Deployment, loop: dict[str, Any], **fault: str) -> DagsterRun:
-    """Start one continuous run of the deployment's stream with ``loop`` as its config (its
-    follow lane at every batch); ``fault`` arms a crash point (``crash_at``) or a pause
-    (``pause_at``, ``pause_dir``)."""
+    """Start one continuous run of the deployment's stream with ``loop`` as its config; ``fault``
+    arms a crash point (``crash_at``) or a pause (``pause_at``, ``pause_dir``)."""
     stream = _stream(d).name
-    config = {"poll_s": 0.2, "follow_every_s": 0.0, **loop}
+    config = {"poll_s": 0.2, "follow_every_s": 2.0, **loop}
     path = d.logs.parent / f"continuous-{time.monotonic_ns()}.json"
     path.write_text(json.dumps({"ops": {f"{stream}_kpi_batches": {"config": config}}}))
     job = f"{stream}_{CONTINUOUS_JOB}"
@@ -100,7 +99,6 @@ def assert_exact(d: Deployment, manifest: list[dict[str, Any]]) -> tuple[int, in
 @pytest.mark.parametrize(
     "point",
     [
-        faults.BEFORE_COMMIT,
         faults.AFTER_COMMIT,
         silver_events.AFTER_FILES,
         window_aggregates.AFTER_LATE_EVENTS,

@@ -1,25 +1,20 @@
 """Kill the ingest with SIGKILL at each named point, rerun it, and compare bronze with the oracle.
 
 Each crash runs in a process of its own (``ingest_once``); the rerun runs in this process.
-One crash goes through the real ``dagster asset materialize`` command line instead, and its
-retry through ``dg.materialize``.
+(A run killed under ``dagster job execute`` mid-ingest, and its replacement, is
+``test_spark_server_faults.py``'s.)
 """
 
-import os
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import faults
-from eos_assets_tests.faults.harness import score
 from eos_assets_tests.faults.oracle import judge, overlaps
-from eos_assets_tests.support.bronze_runs import bronze_resources, materialize_on_the_cli
 from eos_assets_tests.support.fault_bench import Bench
-from eos_assets_tests.support.orders import raw_events
 
 GROUP = "eos-assets"  # the runner's advisory consumer group (IngestOptions default)
 
@@ -67,39 +62,3 @@ def test_crash_then_rerun_is_exact(point: str, spark: SparkSession, bench: Bench
         assert rerun.version is None and rerun.records == 0, "the replay must be a no-op"
     else:
         assert rerun.version == 1 and rerun.records == summary.committed
-
-
-def test_crash_through_the_dagster_cli_then_rerun_is_exact(
-    spark: SparkSession, bench: Bench, tmp_path: Path
-) -> None:
-    """The orchestrator sees a failed run whose Delta commit landed; its rerun adds nothing."""
-    kafka_bootstrap = bench.bootstrap
-    topic, summary, manifest = bench.topic_with(partitions=2, count=800, seed=7)
-    lake = tmp_path / "lake"
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
-    env.update(
-        {faults.CRASH_ENV: faults.AFTER_COMMIT},
-        DAGSTER_HOME=str(home),
-        EOS_KAFKA_BOOTSTRAP=kafka_bootstrap,
-        EOS_TOPICS=topic,
-        EOS_LAKE_ROOT=str(lake),
-        EOS_SPARK_MASTER="local[2]",
-        EOS_STATE_DIR=str(tmp_path / "state"),
-    )
-    crashed = materialize_on_the_cli(env, tmp_path)
-    assert crashed.returncode != 0, "the step process should have died after the commit"
-    uri = str(lake / "orders" / "bronze" / "raw_events")
-    assert DeltaTable(uri).version() == 1, crashed.stderr[-3000:]
-
-    # Dagster recorded a failure; the retry (here in this process) must add nothing.
-    resources = bronze_resources(kafka_bootstrap, [topic], str(lake))
-    (mat,) = dg.materialize([raw_events], resources=resources).asset_materializations_for_node(
-        "orders__bronze__raw_events"
-    )
-    assert (mat.metadata["records"].value, mat.metadata["delta_version"].value) == (0, None)
-    verdict = score(bench.ledger, f"SIGKILL at {faults.AFTER_COMMIT} (dagster CLI)", uri, manifest)
-    assert verdict.exact, f"after a crash at {faults.AFTER_COMMIT} under Dagster: {verdict}"
-    assert DeltaTable(uri).version() == 1 and not overlaps(uri)
-    assert summary.committed == verdict.found
