@@ -55,4 +55,5 @@ def test_no_delta_jars_is_one_line_with_the_fix(tmp_path: Path) -> None:
     done = run_preflight(env={**os.environ, "EOS_JARS_DIR": str(tmp_path)})
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "delta jars are missing" in lines[0] and "`eos-assets jars`" in lines[0]
+    assert len(lines) == 1 and "delta jars are missing" in lines[0]
+    assert "`eos-assets jars`" in lines[0]

@@ -146,7 +146,8 @@ def test_the_dockerfile_installs_like_the_makefile_as_a_non_root_user() -> None:
     assert any("openjdk-17-jre-headless" in args for args in runs)
     # Delta's jars where jars.jar_dir("delta") looks for them (the image's .jars).
     assert any(
-        "eos_assets/maven/delta/pom.xml" in args and "-DoutputDirectory=/opt/eos/.jars/delta" in args
+        "eos_assets/maven/delta/pom.xml" in args
+        and "-DoutputDirectory=/opt/eos/.jars/delta" in args
         for args in runs
     )
     installs = [words for args in runs for words in cf.pip_installs(args)]
