@@ -75,6 +75,15 @@ def kpi_uri(lake: Path) -> str:
     return str(lake.joinpath(*KPI_WINDOW.path))
 
 
+def _orders_graph(bootstrap: str, name: str, base: Path) -> tuple[OrdersGraph, Path]:
+    """The orders graph of a session lake in ``base``: its topic (3 partitions) and lake."""
+    orders = OrdersGraph.in_folder(bootstrap, name, base)
+    broker.ensure_topic(bootstrap, orders.topic, 3)
+    lake = Path(orders.lake_root)
+    lake.mkdir()
+    return orders, lake
+
+
 @pytest.fixture(scope="session")
 def gold_lakes(
     spark: SparkSession, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
@@ -82,10 +91,7 @@ def gold_lakes(
     """bronze → silver → gold over two batches, late events in the second, compaction between."""
     del spark  # started first: the Spark resource reuses the session
     base = tmp_path_factory.mktemp("gold")
-    orders = OrdersGraph.in_folder(kafka_bootstrap, "outbound-orders", base)
-    broker.ensure_topic(kafka_bootstrap, orders.topic, 3)
-    lake = Path(orders.lake_root)
-    lake.mkdir()
+    orders, lake = _orders_graph(kafka_bootstrap, "outbound-orders", base)
     config = graph.window_config(1.0, 1.0)
     mix: dict[str, Any] = {"transaction_size": 100, "partitions": 3, "abort_ratio": 0.1}
     batches: list[dict[str, Any]] = [
@@ -114,10 +120,7 @@ def kpi_lake(
     table's watermark (the max event time consumed less the declared grace)."""
     del spark  # started first: the Spark resource reuses the session
     base = tmp_path_factory.mktemp("kpis")
-    orders = OrdersGraph.in_folder(kafka_bootstrap, "outbound-kpis", base)
-    broker.ensure_topic(kafka_bootstrap, orders.topic, 3)
-    lake = Path(orders.lake_root)
-    lake.mkdir()
+    orders, lake = _orders_graph(kafka_bootstrap, "outbound-kpis", base)
     mix: dict[str, Any] = {"transaction_size": 100, "partitions": 3, "abort_ratio": 0.1}
     size = timedelta(minutes=5)  # the declared period of kpi_window
     for number in range(ALERT_WINDOWS):
