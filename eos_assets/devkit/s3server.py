@@ -15,7 +15,7 @@ from pathlib import Path
 from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.ports import free_port, port_free
-from eos_assets.lib.service_wait import wait_ready
+from eos_assets.lib.service_wait import start_and_wait
 from eos_assets.lib.spark import jars
 from eos_assets.lib.spark.java import require_java
 
@@ -27,6 +27,7 @@ ACCESS_KEY = "eos-assets"
 SECRET_KEY = "eos-assets-secret"
 HEAP = "-Xmx256m"
 _OUT_NAME = "s3proxy.out"
+_NAME = "S3 server"  # in the log line of a server that needs SIGKILL
 # Without a configuration S3Proxy's logback logs every request at DEBUG (about 10 MB a minute).
 _LOGBACK = """<configuration>
   <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
@@ -92,32 +93,32 @@ def start_server(
         java, HEAP, f"-Dlogback.configurationFile={logback}", "-cp", classpath, MAIN_CLASS,
         "--properties", str(properties),
     ]  # fmt: skip
-    out_path = data_dir / _OUT_NAME
-    proc = local_process.start_service(command, out_path, cwd=data_dir)
-    info = S3Info(endpoint=endpoint, pid=proc.pid, data_dir=str(data_dir))
-    wait_ready(
-        proc.pid,
-        out_path,
+    pid = start_and_wait(
+        command,
+        data_dir / _OUT_NAME,
+        data_dir,
         lambda: _answers(port),
         timeout,
         what="the S3 server",
         ready_verb="answer",
-        stop=lambda: stop_server(info, timeout=10.0),
+        name=_NAME,
     )
-    return info
+    return S3Info(endpoint=endpoint, pid=pid, data_dir=str(data_dir))
 
 
 def stop_server(info: S3Info, timeout: float = 30.0) -> None:
     """Stop the server with SIGTERM (SIGKILL when it outlives ``timeout``)."""
-    local_process.stop(info.pid, timeout, "S3 server")
+    local_process.stop(info.pid, timeout, _NAME)
 
 
 def server_status(state_dir: Path) -> S3Info | None:
     """Return the recorded server of ``state_dir`` when it runs and answers, else None."""
-    info = local_process.read_record(_state_file(state_dir), S3Info)
-    if info is None or not local_process.runs_service(info.pid, MAIN_CLASS):
-        return None
-    return info if _answers(int(info.endpoint.rsplit(":", 1)[1])) else None
+    return local_process.running_record(
+        _state_file(state_dir),
+        S3Info,
+        MAIN_CLASS,
+        lambda info: _answers(int(info.endpoint.rsplit(":", 1)[1])),
+    )
 
 
 def up(state_dir: Path, port: int = 0) -> S3Info:

@@ -73,6 +73,20 @@ def read_record(path: Path, kind: Callable[..., RecordT]) -> RecordT | None:
         return None
 
 
+def running_record(
+    path: Path,
+    kind: Callable[..., ProcessRecordT],
+    main_class: str,
+    answers: Callable[[ProcessRecordT], bool],
+) -> ProcessRecordT | None:
+    """The service recorded at ``path`` while its pid runs ``main_class`` and ``answers`` it;
+    None otherwise (no record, a stale pid, or a service that does not answer)."""
+    record = read_record(path, kind)
+    if record is None or not runs_service(record.pid, main_class):
+        return None
+    return record if answers(record) else None
+
+
 def runs_main_class(pid: int, main_class: str) -> bool:
     """True when process ``pid`` was started with the Java main class ``main_class``."""
     try:

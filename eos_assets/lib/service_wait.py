@@ -1,11 +1,43 @@
-"""Waiting for a local service just started (``local_process.start_service``) to be ready."""
+"""Starting a local service (``local_process.start_service``) and waiting until it is ready."""
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError
+
+
+def start_and_wait(
+    command: Sequence[str],
+    out_path: Path,
+    cwd: Path,
+    ready: Callable[[], bool],
+    timeout: float,
+    *,
+    what: str,
+    ready_verb: str,
+    name: str,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Start ``command`` as a service (``local_process.start_service``); return its pid once
+    ``ready()``.
+
+    Raises:
+        EosError: as ``wait_ready``; a service not ready in time is stopped first
+            (``local_process.stop``, which names it ``name`` should it need SIGKILL).
+    """
+    proc = local_process.start_service(command, out_path, cwd=cwd, env=env)
+    wait_ready(
+        proc.pid,
+        out_path,
+        ready,
+        timeout,
+        what=what,
+        ready_verb=ready_verb,
+        stop=lambda: local_process.stop(proc.pid, 10.0, name),
+    )
+    return proc.pid
 
 
 def wait_ready(

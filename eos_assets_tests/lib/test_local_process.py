@@ -89,3 +89,35 @@ def test_a_live_pid_without_the_main_class_is_never_stopped(tmp_path: Path) -> N
 
     assert not local_process.stop_recorded(path, Record, "org.example.ServiceMain", never)
     assert not path.exists()
+
+
+def test_a_recorded_service_runs_only_while_its_pid_runs_the_main_class_and_it_answers(
+    tmp_path: Path,
+) -> None:
+    main_class = "org.example.ServiceMain"
+    path = tmp_path / "service" / "state.json"
+    asked: list[Record] = []
+
+    def answers(record: Record) -> bool:
+        asked.append(record)
+        return len(asked) > 1  # not the first time it is asked
+
+    assert local_process.running_record(path, Record, main_class, answers) is None  # no record
+    write_record(path, Record("sc://127.0.0.1:15002", os.getpid()))  # a recycled pid: this test
+    assert local_process.running_record(path, Record, main_class, answers) is None
+    assert asked == []  # a pid that runs something else is never asked
+    out = tmp_path / "service.out"
+    script = "import time; print('up', flush=True); time.sleep(60)"
+    proc = local_process.start_service([sys.executable, "-c", script, main_class], out, tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while out.read_text() != "up\n":  # started: its command line is the service's
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        record = Record("sc://127.0.0.1:15002", proc.pid)
+        write_record(path, record)
+        assert local_process.running_record(path, Record, main_class, answers) is None
+        assert local_process.running_record(path, Record, main_class, answers) == record
+        assert asked == [record, record]
+    finally:
+        local_process.stop(proc.pid, 5.0, "service")

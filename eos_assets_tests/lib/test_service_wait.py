@@ -1,5 +1,6 @@
-"""Waiting for a local service just started: ready, exited at start, or never ready."""
+"""Starting a local service and waiting for it: ready, exited at start, or never ready."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from eos_assets.lib import local_process
 from eos_assets.lib.errors import EosError
-from eos_assets.lib.service_wait import wait_ready
+from eos_assets.lib.service_wait import start_and_wait, wait_ready
 
 
 def start(tmp_path: Path, code: str) -> tuple[int, Path]:
@@ -53,3 +54,30 @@ def test_a_service_never_ready_is_stopped_and_named_with_its_output(tmp_path: Pa
         assert not local_process.alive(pid)
     finally:
         local_process.stop(pid, 5.0, "service")
+
+
+def test_a_started_service_is_returned_once_ready_with_its_env(tmp_path: Path) -> None:
+    out_path = tmp_path / "service.out"
+    code = "import os, time; print(os.environ['GREETING'], flush=True); time.sleep(30)"
+    pid = start_and_wait(
+        [sys.executable, "-c", code], out_path, tmp_path, lambda: out_path.read_text() != "",
+        5.0, what="the service", ready_verb="answer", name="service",
+        env={**os.environ, "GREETING": "hello"},
+    )  # fmt: skip
+    try:
+        assert local_process.alive(pid)
+        assert out_path.read_text() == "hello\n"
+    finally:
+        local_process.stop(pid, 5.0, "service")
+
+
+def test_a_started_service_never_ready_is_stopped(tmp_path: Path) -> None:
+    out_path = tmp_path / "service.out"
+    code = "import os, time; print(os.getpid(), flush=True); time.sleep(30)"
+    with pytest.raises(EosError) as raised:
+        start_and_wait(
+            [sys.executable, "-c", code], out_path, tmp_path, lambda: False, 2.0,
+            what="the service", ready_verb="listen", name="service",
+        )  # fmt: skip
+    assert str(raised.value) == f"the service did not listen within 2s: see {out_path}"
+    assert not local_process.alive(int(out_path.read_text()))

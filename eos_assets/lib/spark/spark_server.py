@@ -27,12 +27,13 @@ from pathlib import Path
 from eos_assets.lib import lake_store, local_process
 from eos_assets.lib.errors import ConfigError, EosError, SparkServerError
 from eos_assets.lib.ports import free_port, port_free
-from eos_assets.lib.service_wait import wait_ready
+from eos_assets.lib.service_wait import start_and_wait
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import PARALLELISM, local_slots, spark_config
 
 MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _OUT_NAME = "server.out"
+_NAME = "Spark server"  # in the log line of a server that needs SIGKILL
 # The driver of every run of the machine lives here: more than spark-submit's 1 GiB default.
 DRIVER_MEMORY = "2g"
 # At rest the server gives back the heap its runs grew: G1 collects after a minute without a
@@ -114,37 +115,39 @@ def start_server(
     env.pop("SPARK_REMOTE", None)
     out_path = state_dir / _OUT_NAME
     # Its own process group: a signal to it reaches spark-submit's JVM and its Python workers.
-    proc = local_process.start_service(command, out_path, cwd=state_dir, env=env)
-    info = ServerInfo(
-        url=f"sc://127.0.0.1:{port}",
-        pid=proc.pid,
-        log=str(out_path),
-        session=str(uuid.uuid4()),
-        store=lake_store.store_of(os.environ.get("EOS_LAKE_ROOT", ""), os.environ),
-    )
-    wait_ready(
-        proc.pid,
+    pid = start_and_wait(
+        command,
         out_path,
+        state_dir,
         lambda: _listening(port),
         timeout,
         what="the Spark Connect server",
         ready_verb="listen",
-        stop=lambda: stop_server(info, timeout=10.0),
+        name=_NAME,
+        env=env,
     )
-    return info
+    return ServerInfo(
+        url=f"sc://127.0.0.1:{port}",
+        pid=pid,
+        log=str(out_path),
+        session=str(uuid.uuid4()),
+        store=lake_store.store_of(os.environ.get("EOS_LAKE_ROOT", ""), os.environ),
+    )
 
 
 def stop_server(info: ServerInfo, timeout: float = 30.0) -> None:
     """Stop the server with SIGTERM, and with SIGKILL when it is still alive after ``timeout``."""
-    local_process.stop(info.pid, timeout, "Spark server")
+    local_process.stop(info.pid, timeout, _NAME)
 
 
 def server_status(state_dir: Path) -> ServerInfo | None:
     """Return the recorded server when its process is alive and listens, else None."""
-    info = _read_state(state_dir)
-    if info is None or not _is_server(info.pid):
-        return None
-    return info if _listening(int(info.url.rsplit(":", 1)[1])) else None
+    return local_process.running_record(
+        _state_file(state_dir),
+        ServerInfo,
+        MAIN_CLASS,
+        lambda info: _listening(int(info.url.rsplit(":", 1)[1])),
+    )
 
 
 def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
@@ -198,10 +201,6 @@ def local_url(state_dir: Path, lake_root: str | None = None) -> str:
     return info.run_url()
 
 
-def _read_state(state_dir: Path) -> ServerInfo | None:
-    return local_process.read_record(_state_file(state_dir), ServerInfo)
-
-
 def _state_file(state_dir: Path) -> Path:
     return Path(state_dir) / "spark" / "server.json"
 
@@ -210,7 +209,3 @@ def _listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
         return True
     return False
-
-
-def _is_server(pid: int) -> bool:
-    return local_process.runs_service(pid, MAIN_CLASS)
