@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream", choices=list(PLANNERS), default=defaults.stream, help="whose demo events"
     )
     prod.add_argument("--topic", default=None, help="default: the stream's name")
+    prod.add_argument(
+        "--bootstrap",
+        default=None,
+        help="the broker (default: EOS_KAFKA_BOOTSTRAP, else the embedded one); a stream that "
+        "declares kafka.bootstrap_servers reads its topics there",
+    )
     prod.add_argument("--count", type=int, default=defaults.count, help="records, all kinds")
     prod.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as possible)")
     prod.add_argument("--partitions", type=int, default=defaults.partitions, help="if created")
@@ -402,7 +408,11 @@ def cmd_produce(args: argparse.Namespace) -> int:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         manifest = Path(settings.state_dir) / "manifests" / f"{options.topic}-{stamp}.jsonl"
     # As the Kafka resource finds it (resources/kafka.py), without importing Dagster.
-    bootstrap = settings.kafka_bootstrap or broker.embedded_bootstrap(Path(settings.state_dir))
+    bootstrap = (
+        args.bootstrap
+        or settings.kafka_bootstrap
+        or broker.embedded_bootstrap(Path(settings.state_dir))
+    )
     # SIGTERM (a scheduler, `docker stop`) unwinds like Ctrl-C so the open transaction is
     # aborted at once instead of holding readers back until the broker's transaction timeout.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -21,7 +21,16 @@ import duckdb
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
+from eos_assets.declared_resources import (
+    StreamKafka,
+    StreamLake,
+    StreamWarehouse,
+    check_own,
+    check_store,
+    topic_home,
+)
 from eos_assets.lib.derived.kpi_formula import check_formula
+from eos_assets.lib.derived.kpi_sql import SqlKpi, Untranslatable, translate
 from eos_assets.lib.errors import EosError
 
 DECLARATION = "defs.yaml"
@@ -330,6 +339,18 @@ class StreamModel(_Strict):
         "long-lived run loops micro-batches from Kafka to the served KPIs (seconds, not tens "
         "of seconds; it holds a run process and a Spark session)",
     )
+    kafka: StreamKafka | None = Field(
+        default=None,
+        description="this stream's own Kafka cluster, in place of the environment's "
+        "(EOS_KAFKA_*) for this stream only",
+    )
+    lake: StreamLake | None = Field(
+        default=None, description="this stream's own lake root, in place of EOS_LAKE_ROOT"
+    )
+    warehouse: StreamWarehouse | None = Field(
+        default=None,
+        description="this stream's own DuckDB serving database, in place of EOS_WAREHOUSE",
+    )
 
 
 def seconds(text: str) -> float:
@@ -460,6 +481,21 @@ def check(model: StreamModel, source: str) -> None:
             fail(f"serve[{i}]", f"{table!r} is not a KPI of this stream", "name one of kpis")
     for name, rule in model.alerts.items():
         _check_alert(model, name, rule, fail)
+    check_own(model, model.name, fail)
+
+
+def check_placement(model: StreamModel, source: str, project_lake: str) -> None:
+    """Check what a stream declares about where it runs against the project's settings:
+    its own lake is on the store of the project's lake (``project_lake``).
+
+    Raises:
+        DeclarationError: it is not.
+    """
+
+    def fail(field: str, problem: str, fix: str) -> NoReturn:
+        raise DeclarationError(source, field, problem, fix)
+
+    check_store(model, project_lake, fail)
 
 
 def kpi_time(text: str | None) -> str | None:
@@ -622,16 +658,26 @@ def entity_columns(model: StreamModel) -> dict[str, str]:
 
 
 def check_kpis(model: StreamModel, source: str) -> None:
-    """Check that each KPI's SQL parses and names only columns the two tables have.
+    """Check that each KPI's SQL parses, names only columns the two tables have, and has a
+    Spark translation (``sql_kpis``)."""
+    sql_kpis(model, source)
 
-    The SQL is bound by DuckDB against empty tables of the window and entity columns, so a
-    typo fails here, when the definitions load, and not in the first run.
+
+def sql_kpis(model: StreamModel, source: str) -> tuple[SqlKpi, ...]:
+    """The stream's SQL KPIs, bound and translated to Spark SQL.
+
+    The SQL is bound by DuckDB against empty tables of the window and entity columns (its
+    output columns keep DuckDB's names), then translated (``lib/derived/kpi_sql.py``), so a
+    typo or a construct Spark cannot run fails here, when the definitions load, and not in
+    the first run.
 
     Raises:
-        DeclarationError: the first KPI that does not parse or bind.
+        DeclarationError: the first KPI that does not parse, bind or translate.
     """
-    if not any(kpi.sql is not None for kpi in model.kpis.values()):
-        return
+    declared = {name: kpi.sql for name, kpi in model.kpis.items() if kpi.sql is not None}
+    if not declared:
+        return ()
+    translated = []
     with duckdb.connect(":memory:") as con:
         for table, columns in (
             ("window_aggregates", window_columns(model)),
@@ -640,11 +686,10 @@ def check_kpis(model: StreamModel, source: str) -> None:
             if columns:
                 body = ", ".join(f'"{c}" {t}' for c, t in columns.items())
                 con.execute(f"CREATE TABLE {table} ({body})")
-        for name, kpi in model.kpis.items():
-            if kpi.sql is None:
-                continue
+        for name, sql in declared.items():
+            where = f"kpis.{name}.sql"
             try:
-                con.execute(f"DESCRIBE {kpi.sql.strip().rstrip(';')}")
+                described = con.execute(f"DESCRIBE {sql.strip().rstrip(';')}").fetchall()
             except duckdb.Error as exc:
                 problem = str(exc).splitlines()[0]
                 fail_fix = (
@@ -652,17 +697,25 @@ def check_kpis(model: StreamModel, source: str) -> None:
                     + (" and entity_state" if model.entity else "")
                     + " with their declared columns"
                 )
-                raise DeclarationError(source, f"kpis.{name}.sql", problem, fail_fix) from None
+                raise DeclarationError(source, where, problem, fail_fix) from None
+            try:
+                translated.append(translate(name, sql, tuple(str(row[0]) for row in described)))
+            except Untranslatable as exc:
+                raise DeclarationError(
+                    source, where, exc.construct + " has no Spark translation", exc.fix
+                ) from None
+    return tuple(translated)
 
 
 def check_together(streams: Sequence[tuple[StreamModel, str]]) -> None:
     """Check what no two streams may share: a name (and so a table or ``txn`` app id).
 
     Raises:
-        DeclarationError: two declarations share a name or a topic.
+        DeclarationError: two declarations share a name, or a topic of one cluster.
     """
     seen: dict[str, str] = {}
-    topics: dict[str, str] = {}
+    # By cluster as declared: one topic name on two declared clusters is two topics.
+    topics: dict[tuple[str, str], str] = {}
     for model, source in streams:
         if model.name in seen:
             raise DeclarationError(
@@ -674,14 +727,15 @@ def check_together(streams: Sequence[tuple[StreamModel, str]]) -> None:
             )
         seen[model.name] = source
         for topic in model.topics or ():
-            if topic in topics:
+            home = (topic_home(model), topic)
+            if home in topics:
                 raise DeclarationError(
                     source,
                     "topics",
-                    f"topic {topic!r} is also read by {topics[topic]}",
+                    f"topic {topic!r} is also read by {topics[home]}",
                     "read each topic in one stream",
                 )
-            topics[topic] = source
+            topics[home] = source
 
 
 def unmatched_pattern(model: StreamModel, existing: Iterable[str]) -> str | None:
@@ -747,6 +801,8 @@ def precheck(path: Path, source: str) -> StreamModel:
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"])
         fix = _FIXES.get(error["type"], "fix the value")
+        if field == "kafka.sasl_password":
+            fix = "put it in an environment variable and name that in kafka.sasl_password_env"
         raise DeclarationError(source, field, error["msg"].lower(), fix) from None
 
 

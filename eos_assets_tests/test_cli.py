@@ -57,6 +57,20 @@ def test_produce_prints_one_line_and_writes_the_manifest(
     ]
 
 
+def test_produce_to_the_broker_a_stream_declares(
+    state_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    read_committed: Callable[..., list],
+) -> None:
+    topic = make_topic(partitions=1)  # EOS_KAFKA_BOOTSTRAP is unset, no embedded broker
+    argv = ["produce", "--topic", topic, "--count", "20", "--bootstrap", kafka_bootstrap]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith(f"20 records to {topic} (1 partitions)")
+    assert len(read_committed(topic)) == 20
+
+
 def test_broker_up_status_down(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     try:
         assert main(["broker", "up"]) == 0

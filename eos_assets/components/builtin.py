@@ -5,10 +5,10 @@ Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 - ``bronze/raw_events``: its topics, every committed record once, parsed by its contract;
 - ``silver/events``: each valid event once; ``silver/entity_state`` when it declares an entity;
 - ``gold/window_aggregates`` and ``gold/late_events``: its windows' dimensions and measures;
-- ``gold/<kpi>``: each KPI it declares with time, by and measures, a Delta table Spark keeps
-  batch by batch; ``serving/kpis``: those it serves, in DuckDB as ``<stream>.<kpi>``, with the
-  check that the copy equals the lake; ``serving/sql_kpis``: its served SQL KPIs;
-  ``outbound/kpi_alerts``: its declared alert rules (``defs/kpis.py``);
+- ``gold/<kpi>``: each KPI it declares, a Delta table Spark keeps (with time, by and
+  measures: from the events, batch by batch; with SQL: over the window and entity tables);
+  ``serving/kpis``: those it serves, in DuckDB as ``<stream>.<kpi>``, with the check that the
+  copy equals the lake; ``outbound/kpi_alerts``: its declared alert rules (``defs/kpis.py``);
 - ``outbound/agg_out``: its window revisions in Kafka, exactly once;
 - the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
@@ -56,7 +56,7 @@ class StreamParts:
     window_aggregates: dg.AssetsDefinition
     kpi_tables: dg.AssetsDefinition | None  # every gold/<kpi> kept from the events
     serving: dg.AssetsDefinition | None  # serving/kpis: the served KPI tables
-    sql_kpis: dg.AssetsDefinition | None  # serving/sql_kpis
+    sql_kpis: dg.AssetsDefinition | None  # every gold/<kpi> declared with SQL
     kpi_alerts: dg.AssetsDefinition | None
     agg_out: dg.AssetsDefinition
     bronze_checks: list[dg.AssetChecksDefinition]
@@ -71,8 +71,8 @@ class StreamParts:
         optional = [
             self.entity_state,
             self.kpi_tables,
-            self.serving,
             self.sql_kpis,
+            self.serving,
             self.kpi_alerts,
         ]
         return [

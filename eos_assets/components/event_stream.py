@@ -4,8 +4,9 @@ Loading a declaration checks it whole (``check``, the KPI SQL against the tables
 that no two streams share a name or a topic) and fails with one line naming the file, the field
 and the fix. ``builtin.py`` says what a stream gets (DESIGN.md, "Declared streams").
 
-Each stream brings the resources its assets use (configured from the ``EOS_*`` settings) and
-the in-process executor, the same objects for every stream (``shared.py``): a stream
+Each stream brings the resources its assets use (configured from the ``EOS_*`` settings, and
+its own Kafka, lake or warehouse where it declares them, under its own keys) and the in-process
+executor, the same objects for every stream configured alike (``shared.py``): a stream
 scaffolded into any Dagster project loads and runs there. What spans streams (the jobs over
 every stream, the maintenance schedule, the automation sensor) a project adds with
 ``with_cross_stream`` in its ``definitions.py``.
@@ -21,7 +22,7 @@ import dagster as dg
 
 from eos_assets.components import builtin
 from eos_assets.components.scaffold import EventStreamScaffolder
-from eos_assets.components.shared import build_shared, rebound, runtime
+from eos_assets.components.shared import build_shared, rebound, stream_runtime
 from eos_assets.declaration import (
     DECLARATION,
     TYPE,
@@ -29,6 +30,7 @@ from eos_assets.declaration import (
     StreamModel,
     check,
     check_kpis,
+    check_placement,
     check_together,
     describe,
     precheck,
@@ -74,7 +76,9 @@ class EventStream(dg.Component, StreamModel):
         loaded = _LOADED.setdefault(Path(context.project_root).resolve(), {})
         loaded[source] = self
         check_together([(model, src) for src, model in loaded.items()])
-        return dg.Definitions.merge(builtin.definitions(self), runtime(Settings.from_env()))
+        settings = Settings.from_env()
+        check_placement(self, source, settings.lake_root)
+        return dg.Definitions.merge(builtin.definitions(self), stream_runtime(self, settings))
 
 
 def with_cross_stream(
@@ -89,7 +93,8 @@ def with_cross_stream(
     Args:
         defs: the definitions of the project's defs folder.
         resources: resources of the project's own in place of those the streams bring, by
-            key (``kafka``, ``pyspark``, ``lake``, ``warehouse``, ``alerts``).
+            key (``kafka``, ``pyspark``, ``lake``, ``warehouse``, ``alerts``; a stream's own,
+            ``kafka__<stream>`` ..., by its key).
 
     Raises:
         ConfigError: ``defs`` were not loaded from a defs folder, or declare no stream.

@@ -4,7 +4,9 @@ stream's component binds, and the jobs, schedules and automation sensor over eve
 ``dg.Definitions.merge`` accepts a resource key (or an executor) bound by several definitions
 only when each binds the same object: every component and the definitions over every stream
 bind the objects of ``resources.shared_resources``, so two streams whose settings agree share
-one Kafka, Spark and lake resource.
+one Kafka, Spark and lake resource. A stream that declares its own Kafka, lake or warehouse
+binds that resource under its own key as well (``kafka__<stream>``: ``declared_resources``),
+which only its definitions name; two streams that declare them alike share the object.
 """
 
 from collections.abc import Mapping, Sequence
@@ -17,7 +19,7 @@ from eos_assets.declaration import StreamModel
 from eos_assets.defs import jobs, schedules, sensors
 from eos_assets.defs.stream import Stream
 from eos_assets.lib.errors import ConfigError
-from eos_assets.resources import shared_resources
+from eos_assets.resources import own_resources, shared_resources
 from eos_assets.settings import Settings
 
 
@@ -28,6 +30,13 @@ def runtime(settings: Settings) -> dg.Definitions:
     per step (seconds each), which dominates small incremental runs.
     """
     return dg.Definitions(resources=shared_resources(settings), executor=dg.in_process_executor)
+
+
+def stream_runtime(model: StreamModel, settings: Settings) -> dg.Definitions:
+    """``runtime(settings)`` with the resources the stream configures itself, under its own
+    keys."""
+    resources = {**shared_resources(settings), **own_resources(settings, model.name, model)}
+    return dg.Definitions(resources=resources, executor=dg.in_process_executor)
 
 
 def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Definitions:
@@ -53,7 +62,9 @@ def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Defini
         ],
         sensors=[sensors.downstream_sensor(streams), *(sensors.lag_sensor(s) for s in streams)],
     )
-    return dg.Definitions.merge(spanning, runtime(settings))
+    return dg.Definitions.merge(
+        spanning, *(stream_runtime(model, settings) for model in models), runtime(settings)
+    )
 
 
 def rebound(

@@ -55,6 +55,7 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
         # Skipped, with what follows it in the run, while none of its topics exists yet.
         output_required=False,
     )
+    @stream.keyed
     def raw_events(
         context: dg.AssetExecutionContext,
         config: IngestConfig,

@@ -113,9 +113,10 @@ def bronze_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         blocking: bool = False,
         op_tags: Mapping[str, str] | None = None,
     ):
-        return dg.asset_check(
+        check = dg.asset_check(
             asset=table, name=name, description=description, blocking=blocking, op_tags=op_tags
         )
+        return lambda fn: check(stream.keyed(fn))
 
     @bronze_check(
         OFFSETS_CONTIGUOUS,

@@ -74,6 +74,7 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
     """``<stream>_continuous_kpis``: the one op that loops the stream's batches."""
 
     @dg.op(name=stream.named("kpi_batches"), tags={"kind": "spark"})
+    @stream.keyed
     def kpi_batches(
         context: dg.OpExecutionContext,
         config: ContinuousConfig,

@@ -35,10 +35,10 @@ from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.contiguity import contiguity_of
 from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived.declared_kpis import KpiRefresh
 from eos_assets.lib.derived.entity_state import EntityStateOutcome
 from eos_assets.lib.derived.kpi_tables import KpiOutcome
 from eos_assets.lib.derived.silver_events import update_events
+from eos_assets.lib.derived.sql_kpi_tables import SqlKpiOutcome
 from eos_assets.lib.derived.window_aggregates import WindowsOutcome
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.retry import while_unreachable
@@ -56,11 +56,13 @@ Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
 
 @dataclass(frozen=True)
 class FollowPass:
-    """What one pass over the entity state, the windows and the SQL KPIs did."""
+    """What one pass over the entity state, the windows, the SQL KPI tables and their
+    serving did."""
 
     entity: EntityStateOutcome | None
     windows: WindowsOutcome
-    sql: KpiRefresh | None
+    sql: dict[str, SqlKpiOutcome]
+    served: MirrorOutcome | None
 
 
 @dataclass(frozen=True)
@@ -188,12 +190,13 @@ class Batches:
         self.serve_pending = False
         served = None
         if stream.served_specs:
-            served = self._timed(
-                took,
-                "serve",
-                lambda: self._or_fail(lambda: kpi_defs.serve(stream, self.lake, self.warehouse)),
-            )
+            served = self._timed(took, "serve", lambda: self._serve(kpi_defs.EVENTS))
         return KpiPass(tables, served)
+
+    def _serve(self, kind: str) -> MirrorOutcome:
+        return self._or_fail(
+            lambda: kpi_defs.serve(self.stream, self.lake, self.warehouse, (kind,))
+        )
 
     def kpi_events(self, done: "KpiPass") -> Iterator[Event]:
         """A KPI pass's materializations, as the KPI assets would have logged them."""
@@ -205,8 +208,9 @@ class Batches:
 
     def follow(self, upto: int | None, took: dict[str, float]) -> "FollowPass | None":
         """The entity state and the windows (with their late events, at the declared size and
-        grace) brought up to silver version ``upto``, then the SQL KPIs computed over them;
-        None when there was nothing to do. Makes no Dagster call (``follow_events`` logs it).
+        grace) brought up to silver version ``upto``, then the SQL KPI tables computed over
+        them and served; None when there was nothing to do. Makes no Dagster call
+        (``follow_events`` logs it).
 
         Raises:
             dg.Failure: a step failed, in one line.
@@ -230,16 +234,17 @@ class Batches:
         if not changed and not self.follow_pending:
             return None
         self.follow_pending = False
-        sql = None
-        if stream.kpi_sql:
+        sql: dict[str, SqlKpiOutcome] = {}
+        served = None
+        if stream.sql_kpis:
             sql = self._timed(
                 took,
                 "sql_kpis",
-                lambda: self._or_fail(
-                    lambda: kpi_defs.compute_sql_kpis(stream, self.lake, self.warehouse)
-                ),
+                lambda: self._or_fail(lambda: kpi_defs.update_sql(stream, self.spark, self.lake)),
             )
-        return FollowPass(entity, windows, sql)
+        if stream.served_sql:
+            served = self._timed(took, "serve_sql", lambda: self._serve(kpi_defs.SQL))
+        return FollowPass(entity, windows, sql, served)
 
     def follow_events(self, done: "FollowPass") -> Iterator[Event]:
         """A follow pass's materializations, as the assets would have logged them."""
@@ -249,9 +254,11 @@ class Batches:
             yield self._materialized(stream.entity_state, metadata)
         for result in window_events(stream, self.context, done.windows, stream.window):
             yield self._as_event(result)
-        if done.sql is not None:
-            metadata = kpi_defs.sql_kpis_metadata(self.context, done.sql, self.warehouse.path)
-            yield self._materialized(stream.sql_kpis, metadata)
+        for result in kpi_defs.sql_kpi_events(stream, done.sql):
+            yield self._as_event(result)
+        if done.served is not None:
+            metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
+            yield self._materialized(stream.kpis, metadata)
 
     def _as_event(self, result: dg.MaterializeResult) -> dg.AssetMaterialization:
         assert result.asset_key is not None

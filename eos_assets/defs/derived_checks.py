@@ -58,6 +58,7 @@ def missing(what: str) -> dg.AssetCheckResult:
 
 
 def _table_check(
+    stream: Stream,
     key: dg.AssetKey,
     name: str,
     description: str,
@@ -73,6 +74,7 @@ def _table_check(
     first."""
 
     @check_with_asset(key, name, description, blocking=blocking, op_tags=op_tags)
+    @stream.keyed
     def check(
         context: dg.AssetCheckExecutionContext, config: CheckConfig, lake: LakeResource
     ) -> dg.AssetCheckResult:
@@ -127,6 +129,7 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
 
     return [
         _table_check(
+            stream,
             stream.events,
             EVENT_ID_UNIQUE,
             "Every event_id is present once in silver/events (and never null).",
@@ -134,6 +137,7 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
             blocking=True,
         ),
         _table_check(
+            stream,
             stream.window_aggregates,
             WINDOWS_RECONCILE,
             "Final windows (end at or before the watermark) have the totals of the silver rows "

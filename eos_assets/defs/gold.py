@@ -57,6 +57,7 @@ def window_assets(stream: Stream) -> dg.AssetsDefinition:
         ),
         op_tags=AFTER_SERVING,
     )
+    @stream.keyed
     def window_aggregates(
         context: dg.AssetExecutionContext,
         config: WindowConfig,  # pyright: ignore[reportInvalidTypeForm] (the stream's class)

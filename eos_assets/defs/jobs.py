@@ -56,7 +56,7 @@ def build_jobs(streams: Sequence[Stream], tables: Sequence[dg.AssetKey]) -> list
     @dg.job(name=MAINTENANCE_JOB, tags={"dagster/pool": "eos_maintenance"})
     def maintenance_job() -> None:
         """Compact small files, vacuum orphaned files and checkpoint the log of every table."""
-        maintain_tables(tables)()
+        maintain_tables(tables, {s.name: s.resource_key("lake") for s in streams})()
 
     return [
         dg.define_asset_job(

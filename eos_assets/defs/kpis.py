@@ -5,12 +5,12 @@ of the served copy, and the alerts declared over them.
   from one asset (one Spark job a batch for every KPI, each table its own commits:
   ``lib/derived/kpi_tables.py``); a KPI that counts distinct values also keeps them in
   ``<stream>/gold/<kpi>_distinct``.
+- ``<stream>/gold/<kpi>``, one per KPI declared with ``sql``, all from one asset: Spark runs
+  the SQL (translated from DuckDB's dialect when the declaration loads) over the window and
+  entity tables, per touched time bucket or whole (``lib/derived/sql_kpi_tables.py``).
 - ``<stream>/serving/kpis``: the served KPI tables in DuckDB as ``<stream>.<kpi>``, mirrored
-  row by row with the Delta version each reflects (``lib/serving/serving.py``); it is on the
-  path a run takes first (and the loop of a continuous stream).
-- ``<stream>/serving/sql_kpis``: the served SQL KPIs, computed by DuckDB over the window and
-  entity tables into ``<stream>.<kpi>`` (``lib/derived/declared_kpis.py``); they follow those
-  tables.
+  with the Delta version each reflects (``lib/serving/serving.py``); it is on the path a run
+  takes first (and the loops of a continuous stream).
 - ``duckdb_matches_delta`` on ``serving/kpis``: the served copies equal their Delta tables.
 - ``<stream>/outbound/kpi_alerts`` and ``no_alert_stuck_in_flight``: the declared alert rules
   over final rows, delivered over HTTP with an idempotency key, every attempt in a ledger.
@@ -33,9 +33,10 @@ from eos_assets.defs.priority import AFTER_SERVING
 from eos_assets.defs.silver import Context, from_silver_metadata, run_or_fail
 from eos_assets.defs.stream import OUTBOUND, SERVING, Stream
 from eos_assets.lib.checks.reconcile import Served, reconcile_serving
-from eos_assets.lib.derived import declared_kpis
 from eos_assets.lib.derived.kpi_compute import kpi_schema
+from eos_assets.lib.derived.kpi_sql import ENTITY, WINDOWS, SqlKpi
 from eos_assets.lib.derived.kpi_tables import KpiOutcome, KpiTable, update_kpis
+from eos_assets.lib.derived.sql_kpi_tables import SqlKpiOutcome, metadata_of, update_sql_kpis
 from eos_assets.lib.errors import EosError
 from eos_assets.lib.outbound import alert_ledger, alert_rules
 from eos_assets.lib.outbound.alert_notify import stuck
@@ -47,6 +48,8 @@ from eos_assets.resources.spark import spark_session
 from eos_assets.resources.warehouse import WarehouseResource
 
 SERVING_RECONCILE = "duckdb_matches_delta"
+# The kinds of served KPI tables: kept from the events, and computed with SQL.
+EVENTS, SQL = "events", "sql"
 ALERTS_NOT_STUCK = "no_alert_stuck_in_flight"
 
 
@@ -131,6 +134,7 @@ def kpi_tables_asset(stream: Stream) -> dg.AssetsDefinition | None:
         name=f"{stream.name}__gold__kpis",
         specs=stream.spark_tables([stream.events], descriptions),
     )
+    @stream.keyed
     def declared_kpi_tables(
         context: dg.AssetExecutionContext, lake: LakeResource, pyspark: LazyPySparkResource
     ) -> Iterator[dg.MaterializeResult]:
@@ -140,26 +144,44 @@ def kpi_tables_asset(stream: Stream) -> dg.AssetsDefinition | None:
     return declared_kpi_tables
 
 
-def served_tables(stream: Stream, lake: LakeResource) -> list[serving.ServedTable]:
-    """The served KPI tables kept from the events, as DuckDB's ``<stream>.<kpi>``."""
-    return [
-        serving.ServedTable(
-            f"{stream.name}.{spec.name}",
-            lake.table_uri(*stream.kpi_key(spec.name).path),
-            kpi_schema(spec, stream.contract),
-            spec.key,
-        )
-        for spec in stream.served_specs
-    ]
+def served_tables(
+    stream: Stream, lake: LakeResource, kinds: tuple[str, ...] = (EVENTS, SQL)
+) -> list[serving.ServedTable]:
+    """The served KPI tables of the ``kinds`` asked (kept from the events, SQL) as DuckDB's
+    ``<stream>.<kpi>``: the first upserted by key, the SQL ones replaced whole."""
+    tables = []
+    if EVENTS in kinds:
+        tables += [
+            serving.ServedTable(
+                f"{stream.name}.{spec.name}",
+                lake.table_uri(*stream.kpi_key(spec.name).path),
+                kpi_schema(spec, stream.contract),
+                spec.key,
+            )
+            for spec in stream.served_specs
+        ]
+    if SQL in kinds:
+        tables += [
+            serving.ServedTable(
+                f"{stream.name}.{kpi.name}", lake.table_uri(*stream.kpi_key(kpi.name).path)
+            )
+            for kpi in stream.served_sql
+        ]
+    return tables
 
 
-def serve(stream: Stream, lake: LakeResource, warehouse: WarehouseResource) -> MirrorOutcome:
-    """Mirror the served KPI tables into DuckDB.
+def serve(
+    stream: Stream,
+    lake: LakeResource,
+    warehouse: WarehouseResource,
+    kinds: tuple[str, ...] = (EVENTS, SQL),
+) -> MirrorOutcome:
+    """Mirror the served KPI tables of the ``kinds`` asked into DuckDB.
 
     Raises:
         EosError: a table to serve does not exist yet.
     """
-    return serving.serve(warehouse.path, served_tables(stream, lake), lake.storage_options)
+    return serving.serve(warehouse.path, served_tables(stream, lake, kinds), lake.storage_options)
 
 
 def serving_metadata(context: Context, outcome: MirrorOutcome, path: str) -> dict[str, Any]:
@@ -177,20 +199,21 @@ def serving_metadata(context: Context, outcome: MirrorOutcome, path: str) -> dic
 
 def serving_asset(stream: Stream) -> dg.AssetsDefinition | None:
     """``<stream>/serving/kpis``: the served KPI tables in DuckDB as ``<stream>.<kpi>``."""
-    if not stream.served_specs:
+    if not stream.serve:
         return None
-    names = ", ".join(f"{stream.name}.{spec.name}" for spec in stream.served_specs)
+    names = ", ".join(f"{stream.name}.{kpi}" for kpi in stream.serve)
 
     @dg.asset(
         key=stream.kpis,
-        deps=[stream.kpi_key(spec.name) for spec in stream.served_specs],
+        deps=[stream.kpi_key(kpi) for kpi in stream.serve],
         group_name=stream.group(SERVING),
         kinds={"delta", "duckdb"},
         description=f"The KPI tables of stream {stream.name} served in DuckDB ({names}), "
-        "upserted with the Delta version each reflects (eos_delta_versions) in one DuckDB "
-        "transaction, made on a copy of the file then swapped in: readers keep their version "
-        "and never block it.",
+        "upserted (SQL KPIs replaced) with the Delta version each reflects "
+        "(eos_delta_versions) in one DuckDB transaction, made on a copy of the file then "
+        "swapped in: readers keep their version and never block it.",
     )
+    @stream.keyed
     def served_kpis(
         context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
@@ -200,81 +223,83 @@ def serving_asset(stream: Stream) -> dg.AssetsDefinition | None:
     return served_kpis
 
 
-def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
-    """``<stream>/serving/sql_kpis``: the served SQL KPIs, computed by DuckDB."""
-    if not stream.kpi_sql:
-        return None
-    kpis = dict(stream.kpi_sql)
-
-    @dg.asset(
-        key=stream.sql_kpis,
-        deps=list(_sql_sources(stream).values()),
-        group_name=stream.group(SERVING),
-        kinds={"delta", "duckdb"},
-        op_tags=AFTER_SERVING,
-        description=f"The SQL KPIs of stream {stream.name} ({', '.join(kpis)}), computed by "
-        f"DuckDB over its window and entity tables and served as {stream.name}.<kpi>.",
-    )
-    def declared_sql_kpis(
-        context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
-    ) -> dg.MaterializeResult:
-        outcome = run_or_fail(lambda: compute_sql_kpis(stream, lake, warehouse))
-        return dg.MaterializeResult(metadata=sql_kpis_metadata(context, outcome, warehouse.path))
-
-    return declared_sql_kpis
+def sql_kpi_tables(stream: Stream, lake: LakeResource) -> list[tuple[SqlKpi, str]]:
+    """The stream's SQL KPIs and where their tables live."""
+    return [(kpi, lake.table_uri(*stream.kpi_key(kpi.name).path)) for kpi in stream.sql_kpis]
 
 
-def _sql_sources(stream: Stream) -> dict[str, dg.AssetKey]:
-    """The tables the SQL KPIs read, by the name the SQL gives them."""
-    sources = {declared_kpis.WINDOWS: stream.window_aggregates}
+def sql_sources(stream: Stream) -> dict[str, dg.AssetKey]:
+    """The tables the SQL KPIs may read, by the name the SQL gives them."""
+    sources = {WINDOWS: stream.window_aggregates}
     if stream.entity is not None:
-        sources[declared_kpis.ENTITY] = stream.entity_state
+        sources[ENTITY] = stream.entity_state
     return sources
 
 
-def compute_sql_kpis(
-    stream: Stream, lake: LakeResource, warehouse: WarehouseResource
-) -> declared_kpis.KpiRefresh:
-    """Compute the stream's served SQL KPIs in DuckDB over its window and entity tables.
+def update_sql(stream: Stream, spark: SparkSession, lake: LakeResource) -> dict[str, SqlKpiOutcome]:
+    """Bring the stream's SQL KPI tables up to the current window and entity tables.
 
     Raises:
-        EosError: a table the SQL reads does not exist yet, or a KPI failed in DuckDB.
+        EosError: a table the SQL reads does not exist yet, Spark failed a KPI, or commits
+            kept conflicting.
     """
-    return declared_kpis.refresh(
-        warehouse.path,
-        stream.name,
-        dict(stream.kpi_sql),
-        {name: lake.table_uri(*key.path) for name, key in _sql_sources(stream).items()},
+    return update_sql_kpis(
+        spark,
+        sql_kpi_tables(stream, lake),
+        {name: lake.table_uri(*key.path) for name, key in sql_sources(stream).items()},
         lake.storage_options,
     )
 
 
-def sql_kpis_metadata(
-    context: Context, outcome: declared_kpis.KpiRefresh, path: str
-) -> dict[str, Any]:
-    """The metadata of one computation of the SQL KPIs."""
-    if outcome.up_to_date:
-        context.log.info("the KPIs already reflect the current Delta versions")
-    return {
-        "delta_versions": dg.MetadataValue.json(outcome.versions),
-        "rows": dg.MetadataValue.json(outcome.rows),
-        "up_to_date": outcome.up_to_date,
-        "warehouse": path,
-        "seconds": round(outcome.seconds, 3),
-    }
+def sql_kpi_events(
+    stream: Stream, outcomes: dict[str, SqlKpiOutcome]
+) -> Iterator[dg.MaterializeResult]:
+    """The materializations of one update of the SQL KPI tables."""
+    for kpi in stream.sql_kpis:
+        yield dg.MaterializeResult(
+            asset_key=stream.kpi_key(kpi.name), metadata=metadata_of(outcomes[kpi.name])
+        )
+
+
+def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
+    """``<stream>/gold/<kpi>`` of every KPI declared with SQL (None: none is)."""
+    if not stream.sql_kpis:
+        return None
+    descriptions = {}
+    for kpi in stream.sql_kpis:
+        upkeep = (
+            f"kept per touched {kpi.time.column}" if kpi.time is not None else "recomputed whole"
+        )
+        descriptions[stream.kpi_key(kpi.name)] = (
+            f"KPI {kpi.name}: its declared SQL run by Spark over {' and '.join(kpi.sources)} "
+            f"at each new version of theirs ({upkeep}): {' '.join(kpi.sql.split())}"
+        )
+
+    @dg.multi_asset(
+        name=f"{stream.name}__gold__sql_kpis",
+        specs=stream.spark_tables(list(sql_sources(stream).values()), descriptions),
+    )
+    def declared_sql_kpis(
+        lake: LakeResource, pyspark: LazyPySparkResource
+    ) -> Iterator[dg.MaterializeResult]:
+        outcomes = run_or_fail(lambda: update_sql(stream, spark_session(pyspark), lake))
+        yield from sql_kpi_events(stream, outcomes)
+
+    return declared_sql_kpis
 
 
 def serving_check(stream: Stream) -> dg.AssetChecksDefinition | None:
     """``duckdb_matches_delta`` on ``<stream>/serving/kpis`` (None: no served KPI table)."""
-    if not stream.served_specs:
+    if not stream.serve:
         return None
 
     @check_with_asset(
         stream.kpis,
         SERVING_RECONCILE,
-        "Each served KPI table in DuckDB equals, key by key, its Delta table at the version "
+        "Each served KPI table in DuckDB equals, row by row, its Delta table at the version "
         "DuckDB records as mirrored.",
     )
+    @stream.keyed
     def duckdb_matches_delta(
         lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.AssetCheckResult:
@@ -316,6 +341,7 @@ def alert_assets(
         "SENDING, SUCCESS, FAILED, UNKNOWN per attempt). Without EOS_ALERT_URL the alerts are "
         "recorded as PENDING and nothing is delivered.",
     )
+    @stream.keyed
     def kpi_alerts(
         context: dg.AssetExecutionContext, lake: LakeResource, alerts: AlertsResource
     ) -> dg.MaterializeResult:
@@ -357,6 +383,7 @@ def alert_assets(
         "alerts FAILED for good are counted.",
         op_tags=AFTER_SERVING,
     )
+    @stream.keyed
     def no_alert_stuck_in_flight(lake: LakeResource, alerts: AlertsResource) -> dg.AssetCheckResult:
         """Warn when deliveries stay unresolved: the endpoint cannot confirm them."""
         uri = lake.table_uri(*key.path)

@@ -1,7 +1,7 @@
 """Maintenance of every Delta table: compact small files, vacuum orphans, checkpoint (the op of
 ``jobs.py``'s ``maintain_delta_tables``, scheduled daily in ``schedules.py``)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 from pydantic import Field
@@ -29,16 +29,25 @@ class MaintenanceConfig(dg.Config):
     )
 
 
-def maintain_tables(tables: Sequence[dg.AssetKey]) -> dg.OpDefinition:
-    """The op that maintains ``tables``."""
+def maintain_tables(
+    tables: Sequence[dg.AssetKey], lakes: Mapping[str, str] | None = None
+) -> dg.OpDefinition:
+    """The op that maintains ``tables``, each in the lake of its stream: ``lakes`` gives the
+    lake's resource key by stream name (``lake`` for a stream not named)."""
+    lakes = lakes or {}
 
-    @dg.op(tags={"kind": "delta"})
+    def lake_key(key: dg.AssetKey) -> str:
+        return lakes.get(key.path[0], "lake")
+
+    # Named by key: the tables of streams with a lake of their own span several resources.
+    @dg.op(tags={"kind": "delta"}, required_resource_keys={lake_key(key) for key in tables})
     def maintain_tables(
-        context: dg.OpExecutionContext, config: MaintenanceConfig, lake: LakeResource
+        context: dg.OpExecutionContext, config: MaintenanceConfig
     ) -> dg.Output[None]:
         """Compact, vacuum orphaned files and checkpoint each existing table of the lake."""
         report = {}
         for key in tables:
+            lake: LakeResource = getattr(context.resources, lake_key(key))
             uri = lake.table_uri(*key.path)
             if not delta_io.exists(uri, lake.storage_options):
                 continue

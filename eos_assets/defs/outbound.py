@@ -49,6 +49,7 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
         op_tags=AFTER_SERVING,
         pool=OUTBOUND_POOL,
     )
+    @stream.keyed
     def agg_out(
         config: AggOutConfig, lake: LakeResource, kafka: KafkaResource
     ) -> dg.MaterializeResult:
@@ -95,6 +96,7 @@ def agg_out_assets(stream: Stream) -> tuple[dg.AssetsDefinition, dg.AssetChecksD
         "data-changing versions behind gold/window_aggregates (warns).",
         op_tags=AFTER_SERVING,
     )
+    @stream.keyed
     def caught_up_with_window_aggregates(
         lake: LakeResource, kafka: KafkaResource
     ) -> dg.AssetCheckResult:

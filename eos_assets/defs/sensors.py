@@ -166,6 +166,7 @@ def lag_sensor(stream: Stream) -> dg.SensorDefinition:
         "stream (bronze, then everything downstream in the same run) when the lag reaches "
         "EOS_LAG_MAX_RECORDS or the oldest pending record EOS_LAG_MAX_AGE_S.",
     )
+    @stream.keyed
     def ingest_on_kafka_lag(
         context: dg.SensorEvaluationContext,
         kafka: KafkaResource,

@@ -22,10 +22,14 @@ from eos_assets.declaration import (
     as_timedelta,
     read_declaration,
     seconds,
+    sql_kpis,
 )
+from eos_assets.declared_resources import own_key, own_keys
+from eos_assets.defs.resource_keys import renamed
 from eos_assets.lib.checks.limits import Limits
 from eos_assets.lib.contract.stream_shape import Contract, KpiSpec, WindowShape
 from eos_assets.lib.derived.entity_state import EntitySpec
+from eos_assets.lib.derived.kpi_sql import SqlKpi
 from eos_assets.lib.derived.windows import WindowSpec
 from eos_assets.lib.outbound.alert_rules import ABOVE, BELOW, Rule
 from eos_assets.stream_specs import contract, entity_spec, kpi_specs, window_shape
@@ -61,8 +65,9 @@ class Stream:
     entity: EntitySpec | None
     # The KPI tables kept from the events (Delta tables, Spark-computed batch by batch).
     kpi_specs: tuple[KpiSpec, ...] = ()
-    # The SQL KPIs served in DuckDB: (name, SQL over window_aggregates and entity_state).
-    kpi_sql: tuple[tuple[str, str], ...] = ()
+    # The KPI tables Spark computes with their declared SQL over window_aggregates and
+    # entity_state.
+    sql_kpis: tuple[SqlKpi, ...] = ()
     # The KPIs served in DuckDB as ``<stream>.<kpi>``, and the alert rules over them.
     serve: tuple[str, ...] = ()
     alerts: tuple[Rule, ...] = ()
@@ -76,6 +81,9 @@ class Stream:
     # "sensor": the lag sensor launches a run per backlog; "continuous": one long-lived run
     # loops micro-batches along the path to the served KPIs (``defs/continuous.py``).
     mode: str = "sensor"
+    # The resources it configures itself (``kafka``, ``lake``, ``warehouse``): its definitions
+    # name them by its own keys, ``<key>__<stream>`` (``declared_resources``).
+    own_resources: tuple[str, ...] = ()
 
     # The stream's tables and their layers: ``stream.events`` is ``<stream>/silver/events``.
     raw_events = _TableKey(BRONZE)
@@ -84,7 +92,6 @@ class Stream:
     window_aggregates = _TableKey(GOLD)
     late_events = _TableKey(GOLD)
     kpis = _TableKey(SERVING)
-    sql_kpis = _TableKey(SERVING)
     agg_out = _TableKey(OUTBOUND)
     kpi_alerts = _TableKey(OUTBOUND)
 
@@ -98,7 +105,7 @@ class Stream:
             window_shape(model),
             entity_spec(model),
             kpi_specs(model),
-            tuple((n, sql) for n in model.serve if (sql := model.kpis[n].sql) is not None),
+            sql_kpis(model, model.name),
             tuple(model.serve),
             tuple(_rule(name, rule) for name, rule in model.alerts.items()),
             Limits(
@@ -111,11 +118,22 @@ class Stream:
             model.topic_pattern,
             model.start,
             model.mode,
+            own_keys(model),
         )
 
     def key(self, layer: str, table: str) -> dg.AssetKey:
         """The key of one of the stream's tables: ``<stream>/<layer>/<table>``."""
         return dg.AssetKey([self.name, layer, table])
+
+    def resource_key(self, key: str) -> str:
+        """The key this stream's definitions bind for the resource every stream calls ``key``:
+        its own (``lake__<stream>``) when it configures that resource itself."""
+        return own_key(key, self.name) if key in self.own_resources else key
+
+    def keyed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn``, whose resource parameters are named ``kafka``, ``lake``, ``warehouse`` ...,
+        taking the resources of this stream's keys (for ``dg.asset``, ``dg.sensor`` ...)."""
+        return renamed(fn, {key: self.resource_key(key) for key in self.own_resources})
 
     def group(self, layer: str) -> str:
         """The asset group of one of the stream's layers (the lineage page shows each)."""
@@ -124,11 +142,12 @@ class Stream:
     def spark_table(
         self, key: dg.AssetKey, deps: Sequence[dg.AssetKey], **options: Any
     ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
-        """``dg.asset`` for a Delta table Spark computes from ``deps``, in its layer's group;
-        ``options`` are ``dg.asset``'s others."""
-        return dg.asset(
+        """``dg.asset`` for a Delta table Spark computes from ``deps``, in its layer's group,
+        on the stream's resources; ``options`` are ``dg.asset``'s others."""
+        asset = dg.asset(
             key=key, deps=deps, group_name=self.group(key.path[1]), kinds=SPARK_DELTA, **options
         )
+        return lambda fn: asset(self.keyed(fn))
 
     def spark_tables(
         self, deps: Sequence[dg.AssetKey], descriptions: Mapping[dg.AssetKey, str]
@@ -146,7 +165,7 @@ class Stream:
         ]
 
     def kpi_key(self, kpi: str) -> dg.AssetKey:
-        """The key of a KPI table kept from the events: ``<stream>/gold/<kpi>``."""
+        """The key of a KPI table: ``<stream>/gold/<kpi>``."""
         return self.key(GOLD, kpi)
 
     def distinct_key(self, kpi: str) -> dg.AssetKey:
@@ -159,9 +178,14 @@ class Stream:
         return tuple(spec for spec in self.kpi_specs if spec.name in self.serve)
 
     @property
+    def served_sql(self) -> tuple[SqlKpi, ...]:
+        """The SQL KPI tables that are served in DuckDB."""
+        return tuple(kpi for kpi in self.sql_kpis if kpi.name in self.serve)
+
+    @property
     def loop_keys(self) -> list[dg.AssetKey]:
         """What a continuous run of the stream materializes: bronze, silver, the entity state,
-        the windows and late events, the KPI tables and their distinct values, and serving."""
+        the windows and late events, the KPI tables (and distinct values), and serving."""
         keys = [self.raw_events, self.events]
         if self.entity is not None:
             keys.append(self.entity_state)
@@ -170,10 +194,9 @@ class Stream:
             keys.append(self.kpi_key(spec.name))
             if spec.distinct:
                 keys.append(self.distinct_key(spec.name))
-        if self.served_specs:
+        keys += [self.kpi_key(kpi.name) for kpi in self.sql_kpis]
+        if self.serve:
             keys.append(self.kpis)
-        if self.kpi_sql:
-            keys.append(self.sql_kpis)
         return keys
 
     @property

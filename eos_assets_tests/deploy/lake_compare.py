@@ -16,7 +16,6 @@ Row = tuple[Any, ...]
 # Written at mirror time or naming the lake: they differ between two runs by construction.
 _RUN_SPECIFIC = {
     "eos_delta_versions": ("delta_uri", "mirrored_at"),
-    "eos_declared_kpis": ("refreshed_at",),
 }
 
 

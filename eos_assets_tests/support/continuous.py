@@ -7,8 +7,12 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from eos_assets.defs.stream import ORDERS
+from eos_assets.declaration import read_declaration
+from eos_assets.defs.kpis import sql_sources
+from eos_assets.defs.stream import ORDERS, Stream
+from eos_assets.examples import shipped
 from eos_assets.lib.derived.silver_events import events_schema
+from eos_assets.lib.derived.sql_kpi_tables import SOURCE_APPS
 from eos_assets.lib.derived.window_aggregates import late_schema, window_schema
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.resources.lake import LakeResource
@@ -83,20 +87,20 @@ def assert_followed(lake_root: str, want: Expected, warehouse: Path) -> None:
     late = graph.table(lake_root, LATE_EVENTS, late_schema(ORDERS.contract))
     assert len({r["event_id"] for r in late}) == len(late), "a late event recorded twice"
     assert {r["event_id"] for r in late} <= want.events.keys()
-    lake = LakeResource(root=lake_root)
-    current = {
-        "window_aggregates": DeltaTable(lake.table_uri(*WINDOW_AGGREGATES.path)).version(),
-        "entity_state": DeltaTable(lake.table_uri(*ORDER_STATE.path)).version(),
-    }
+    assert_sql_kpis_current(LakeResource(root=lake_root), ORDERS)
     with warehouse_file.connect_reader(warehouse) as conn:
-        recorded = dict(
-            conn.execute(
-                "SELECT source, delta_version FROM eos_declared_kpis WHERE stream = 'orders'"
-            ).fetchall()
-        )
         (hours,) = conn.execute("SELECT count(*) FROM orders.revenue_by_hour").fetchone() or (0,)
-    assert recorded == current, "the SQL KPIs reflect the window and entity tables as they are"
     assert hours > 0
+
+
+def assert_sql_kpis_current(lake: LakeResource, stream: Stream) -> None:
+    """Each SQL KPI table reflects its sources as they are now."""
+    sources = {name: lake.table_uri(*key.path) for name, key in sql_sources(stream).items()}
+    for kpi in stream.sql_kpis:
+        table = DeltaTable(lake.table_uri(*stream.kpi_key(kpi.name).path))
+        reflected = {s: table.transaction_version(SOURCE_APPS[s]) for s in kpi.sources}
+        current = {s: DeltaTable(sources[s]).version() for s in kpi.sources}
+        assert reflected == current, f"{kpi.name} reflects its sources as they are"
 
 
 def _values(row: dict[str, Any], bookkeeping: set[str] = BOOKKEEPING) -> dict[str, Any]:
@@ -134,11 +138,6 @@ def assert_page_views_exact(lake_root: str, want: PageViews, warehouse: Path) ->
             "SELECT delta_version FROM eos_delta_versions "
             "WHERE table_name = 'page_views.views_by_hour'"
         ).fetchone() or (None,)
-        recorded = dict(
-            conn.execute(
-                "SELECT source, delta_version FROM eos_declared_kpis WHERE stream = 'page_views'"
-            ).fetchall()
-        )
         sessions = conn.execute(
             "SELECT sessions, pages_per_session, bounce_rate FROM page_views.sessions"
         ).fetchone()
@@ -146,13 +145,8 @@ def assert_page_views_exact(lake_root: str, want: PageViews, warehouse: Path) ->
             "SELECT hour, page, views, sessions FROM page_views.views_by_page_hour"
         ).fetchall()
     graph.assert_same(served, hourly, "DuckDB page_views.views_by_hour")
-    current = {
-        name: DeltaTable(lake.table_uri("page_views", layer, name)).version()
-        for layer, name in (("gold", "views_by_hour"), ("gold", "window_aggregates"),
-                            ("silver", "entity_state"))
-    }  # fmt: skip
-    assert mirrored == current.pop("views_by_hour")
-    assert recorded == current, "the SQL KPIs reflect the window and entity tables as they are"
+    assert mirrored == DeltaTable(lake.table_uri("page_views", "gold", "views_by_hour")).version()
+    assert_sql_kpis_current(lake, Stream.of(read_declaration(shipped("page_views"))))
     assert sessions is not None
     graph.assert_same(
         {(): dict(zip(("sessions", "pages_per_session", "bounce_rate"), sessions, strict=True))},

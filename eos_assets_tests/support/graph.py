@@ -39,6 +39,7 @@ from eos_assets_tests.support.orders import (
     order_state,
     raw_events,
     serving_kpi,
+    sql_kpis,
     window_aggregates,
 )
 
@@ -48,7 +49,7 @@ _ENTITY = entity_spec(ORDERS)
 assert _ENTITY is not None
 ORDERS_ENTITY = _ENTITY
 ORDER_STATE_SCHEMA = ORDERS_ENTITY.schema
-DERIVED = [events, order_state, window_aggregates, kpi_tables, serving_kpi]
+DERIVED = [events, order_state, window_aggregates, kpi_tables, sql_kpis, serving_kpi]
 _SPECS = {spec.name: spec for spec in STREAM.kpi_specs}
 KPI_WINDOW_SCHEMA = kpi_schema(_SPECS["kpi_window"], STREAM.contract)
 KPI_DAILY_SCHEMA = kpi_schema(_SPECS["kpi_daily"], STREAM.contract)
@@ -200,7 +201,8 @@ def assert_served(
     kpi_rows: list[dict[str, Any]],
     daily: list[dict[str, Any]],
 ) -> None:
-    """DuckDB holds exactly the Delta KPI rows, with the Delta versions they reflect."""
+    """DuckDB holds exactly the Delta KPI rows, and every served table the Delta version it
+    reflects."""
     lake = LakeResource(root=lake_root)
     with warehouse_file.connect_reader(warehouse) as conn:
         served = {
@@ -219,8 +221,8 @@ def assert_served(
         served["kpi_daily"], {(r["day"], r["currency"]): r for r in daily}, "DuckDB kpi_daily"
     )
     assert recorded == {
-        "orders.kpi_window": DeltaTable(lake.table_uri(*KPI_WINDOW.path)).version(),
-        "orders.kpi_daily": DeltaTable(lake.table_uri(*KPI_DAILY.path)).version(),
+        f"orders.{name}": DeltaTable(lake.table_uri(*STREAM.kpi_key(name).path)).version()
+        for name in STREAM.serve
     }
 
 

@@ -134,7 +134,7 @@ def load(uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaTab
         TableNotFoundError: no table lives there.
         EosError: the lake's object store cannot be used (one line naming what to set).
     """
-    with _store_errors(uri):
+    with lake_errors(uri):
         return DeltaTable(uri, storage_options=dict(storage_options or {}))
 
 
@@ -144,12 +144,12 @@ def exists(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
     Raises:
         EosError: the lake's object store cannot be used (one line naming what to set).
     """
-    with _store_errors(uri):
+    with lake_errors(uri):
         return DeltaTable.is_deltatable(uri, storage_options=dict(storage_options or {}))
 
 
 @contextlib.contextmanager
-def _store_errors(uri: str) -> Iterator[None]:
+def lake_errors(uri: str) -> Iterator[None]:
     """Turn an error of the lake's object store into its one line (``lake_store``)."""
     if problem := lake_store.problem(uri, os.environ):
         raise ConfigError(problem)
@@ -233,7 +233,7 @@ def commit_files(
             ``txn`` app ids); nothing of this commit is visible and the caller must re-plan.
         EosError: the lake's object store failed the commit (one line; nothing committed).
     """
-    with _store_errors(dt.table_uri):
+    with lake_errors(dt.table_uri):
         dt.create_write_transaction(
             list(actions),
             mode="append",
@@ -267,10 +267,10 @@ def upsert(
     # the file pruning of later merges effective.
     rows = rows.sort_by(range_key)
     bounds = pc.min_max(rows.column(range_key))
-    low, high = (_sql_literal(bounds[k].as_py()) for k in ("min", "max"))
+    low, high = (sql_literal(bounds[k].as_py()) for k in ("min", "max"))
     match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
     predicate = f"t.{range_key} BETWEEN {low} AND {high} AND {match}"
-    with _store_errors(dt.table_uri):
+    with lake_errors(dt.table_uri):
         return (
             dt.merge(rows, predicate, source_alias="s", target_alias="t", commit_properties=props)
             .when_matched_update_all()
@@ -279,7 +279,7 @@ def upsert(
         )
 
 
-def _sql_literal(value: object) -> str:
+def sql_literal(value: object) -> str:
     if isinstance(value, datetime | date):
         return f"'{value.isoformat()}'"
     if isinstance(value, str):

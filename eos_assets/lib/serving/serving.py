@@ -1,18 +1,19 @@
 """Mirror KPI Delta tables into the DuckDB serving database, upserting changed rows only.
 
-Each mirrored table gets a DuckDB table with a primary key; ``eos_delta_versions`` records the
-Delta version each table reflects. One mirror run is ONE DuckDB transaction: every upsert
-(``INSERT ... ON CONFLICT DO UPDATE``) and the new versions commit together or not at all, so a
-reader never sees rows of one version with the version number of another. ``serve`` runs it
-on a copy of the database file and swaps the copy in (``warehouse_file``), so readers of the
-file, however many and however long, never stop it.
+A table with a primary key gets a DuckDB table with that key and is upserted; one without (a
+KPI recomputed whole) is replaced by its snapshot. ``eos_delta_versions`` records the Delta
+version each table reflects. One mirror run is ONE DuckDB transaction: every upsert
+(``INSERT ... ON CONFLICT DO UPDATE``), every replacement and the new versions commit together
+or not at all, so a reader never sees rows of one version with the version number of another.
+``serve`` runs it on a copy of the database file and swaps the copy in (``warehouse_file``), so
+readers of the file, however many and however long, never stop it.
 
 Rows to upsert are those of the files added since the mirrored version that are still live in
-the current snapshot (a merge rewrites files; rows never disappear from KPI tables, so every
-changed row lives in such a file). Unchanged rows in those files are upserted again, which is
-harmless. When the log entries since the mirrored version are gone, or nothing was mirrored
-yet, every live file is read: the upsert makes that a full refresh. DuckDB reads Delta through
-delta-rs and Arrow (its ``delta`` extension is not installable offline).
+the current snapshot (a merge rewrites files; rows never disappear from keyed KPI tables, so
+every changed row lives in such a file). Unchanged rows in those files are upserted again,
+which is harmless. When the log entries since the mirrored version are gone, or nothing was
+mirrored yet, every live file is read: the upsert makes that a full refresh. DuckDB reads Delta
+through delta-rs and Arrow (its ``delta`` extension is not installable offline).
 """
 
 import time
@@ -56,13 +57,17 @@ def quoted(name: str) -> str:
 
 @dataclass(frozen=True)
 class ServedTable:
-    """A Delta table served from DuckDB as ``name`` (``<schema>.<table>`` or ``<table>``)
-    with primary key ``key``."""
+    """A Delta table served from DuckDB as ``name`` (``<schema>.<table>`` or ``<table>``).
+
+    With a primary ``key`` (and the table's ``schema``) the copy is upserted with the rows of
+    the files added since it was mirrored; without one (a table recomputed whole, such as a SQL
+    KPI) the copy is replaced by the snapshot's rows, with the snapshot's columns.
+    """
 
     name: str
     uri: str
-    schema: pa.Schema
-    key: tuple[str, ...]
+    schema: pa.Schema | None = None
+    key: tuple[str, ...] = ()
 
 
 @dataclass
@@ -77,6 +82,7 @@ class MirrorOutcome:
 
 def create_ddl(table: ServedTable) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for ``table`` with its primary key."""
+    assert table.schema is not None
     columns = []
     for f in table.schema:
         try:
@@ -120,7 +126,8 @@ def mirror(
     for table in tables:
         if "." in table.name:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(table.name.split('.')[0])}")
-        conn.execute(create_ddl(table))
+        if table.key:
+            conn.execute(create_ddl(table))
     mirrored = dict(
         conn.execute(f"SELECT table_name, delta_version FROM {VERSIONS_TABLE}").fetchall()
     )
@@ -145,7 +152,10 @@ def mirror(
     conn.execute("BEGIN TRANSACTION")
     try:
         for table, version, rows in changes:
-            _upsert(conn, table, rows)
+            if table.key:
+                _upsert(conn, table, rows)
+            else:
+                _replace(conn, table, rows)
             conn.execute(
                 f"INSERT INTO {VERSIONS_TABLE} VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_name) "
                 "DO UPDATE SET delta_uri = excluded.delta_uri, "
@@ -164,10 +174,12 @@ def mirror(
 
 
 def _changed_rows(table: ServedTable, dt: DeltaTable, mirrored: int | None) -> pa.Table:
-    """Rows of the live files added after version ``mirrored`` (every live file if None)."""
+    """Rows of the live files added after version ``mirrored`` (every live file if None, or
+    if the table is replaced whole)."""
     live = {f.rsplit("/", 1)[-1]: f for f in dt.file_uris()}
     wanted = list(live.values())
-    if mirrored is not None and mirrored < dt.version():
+    schema = table.schema or pa.schema(dt.schema().to_arrow())  # type: ignore[arg-type]
+    if table.key and mirrored is not None and mirrored < dt.version():
         try:
             added = increments.added_files(table.uri, mirrored + 1, dt.version(), append_only=False)
             names = {a.uri.rsplit("/", 1)[-1] for a in added}
@@ -175,13 +187,22 @@ def _changed_rows(table: ServedTable, dt: DeltaTable, mirrored: int | None) -> p
         except EosError:
             pass  # the log since ``mirrored`` is gone: refresh from every live file
     if not wanted:
-        return table.schema.empty_table()
+        return schema.empty_table()
     fs, _ = pafs.FileSystem.from_uri(delta_io.as_uri(wanted[0]))
     paths = [pafs.FileSystem.from_uri(delta_io.as_uri(u))[1] for u in wanted]
-    return pq.read_table(paths, filesystem=fs, schema=table.schema)
+    return pq.read_table(paths, filesystem=fs, schema=schema)
+
+
+def _replace(conn: duckdb.DuckDBPyConnection, table: ServedTable, rows: pa.Table) -> None:
+    conn.register("_eos_rows", rows)
+    try:
+        conn.execute(f"CREATE OR REPLACE TABLE {quoted(table.name)} AS SELECT * FROM _eos_rows")
+    finally:
+        conn.unregister("_eos_rows")
 
 
 def _upsert(conn: duckdb.DuckDBPyConnection, table: ServedTable, rows: pa.Table) -> None:
+    assert table.schema is not None
     if rows.num_rows == 0:
         return
     conn.register("_eos_rows", rows)

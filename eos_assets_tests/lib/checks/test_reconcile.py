@@ -185,7 +185,7 @@ def test_duckdb_tables_are_compared_with_delta_at_the_mirrored_version(tmp_path:
     served = [Served("kpi_daily", ["day"], uri), Served("kpi_window", ["day"], uri)]
     report = reconcile_serving(con, served[:1], "versions")
     assert report.ok, report.problems
-    assert report.summary() == "DuckDB equals Delta, key by key: kpi_daily@v0 (2 rows)"
+    assert report.summary() == "DuckDB equals Delta, row by row: kpi_daily@v0 (2 rows)"
     con.execute("UPDATE kpi_daily SET orders = 9 WHERE day = 'd2'")
     report = reconcile_serving(con, served, "versions")
     assert report.problems == [
