@@ -99,6 +99,7 @@ def test_streams_that_agree_share_objects_and_a_stream_of_its_own_names_its_keys
                 },
                 lake={"root": own_lake},
                 warehouse={"path": str(tmp_path / "south_kpis.duckdb")},
+                mode="continuous",
             ),
             "west": declared("west", "west", lake={"root": own_lake}),
             # Declaring the environment's own lake is agreeing with it.
@@ -132,6 +133,21 @@ def test_streams_that_agree_share_objects_and_a_stream_of_its_own_names_its_keys
     assert {"kafka__south", "lake__south"} <= set(checks.required_resource_keys)
     maintenance = defs.resolve_job_def(jobs.MAINTENANCE_JOB)
     assert maintenance.required_resource_keys >= {"lake", "lake__south", "lake__west", "lake__home"}
+
+    # Nothing of south's names the shared Kafka, lake or warehouse: not an asset, a check, a
+    # sensor, nor the op of its continuous run.
+    shared = {"kafka", "lake", "warehouse"}
+    south = [
+        *(a for a in defs.assets or () if isinstance(a, dg.AssetsDefinition)
+          and any(k.path[0] == "south" for k in a.keys)),
+        *(c for c in defs.asset_checks or ()
+          if any(k.asset_key.path[0] == "south" for k in c.check_keys)),
+        *(s for s in defs.sensors or () if s.name.startswith("south_")),
+        *defs.resolve_job_def("south_continuous_kpis").graph.node_defs,
+    ]  # fmt: skip
+    assert len(south) > 10
+    for definition in south:
+        assert not shared & set(definition.required_resource_keys), definition
 
 
 def test_the_package_definitions_bind_each_streams_own_resources(
