@@ -34,8 +34,8 @@ SERVED = {
 }
 
 
-def declared(name: str, topic: str, **own: dict) -> dict:
-    """The readings stream ``name`` on ``topic``, with a served KPI and ``own`` settings."""
+def declared(name: str, topic: str, **own: object) -> dict:
+    """The readings stream ``name`` on ``topic``, with a served KPI and ``own`` attributes."""
     document = declaration(name, topic)
     document["attributes"].update(SERVED, **own)
     return document
