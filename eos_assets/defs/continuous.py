@@ -65,6 +65,10 @@ class ContinuousConfig(dg.Config):
         default=5.0, ge=0, description="Seconds between two passes of the entity state, the "
         "windows and the SQL KPIs (they share the Spark server with the KPI tables' path).",
     )  # fmt: skip
+    checks_every_s: float = Field(
+        default=60.0, ge=0, description="Seconds between two evaluations, in the follow lane, "
+        "of the checks that block nothing (final_windows_match_silver, duckdb_matches_delta).",
+    )  # fmt: skip
     read_timeout_s: float = Field(
         default=300.0, description="A range not read completely in this time fails the run."
     )
@@ -95,6 +99,7 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             read_here_below=SMALL_READ,
         )
         batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
+        batches.checks_every_s = config.checks_every_s
         done, beat = 0, 0.0
         lanes = [
             Lane(batches.kpis, batches.kpi_events, "KPIs"),

@@ -23,8 +23,14 @@ from eos_assets.defs import kpis as kpi_defs
 from eos_assets.defs.bronze import ingest_metadata
 from eos_assets.defs.check_state import passed_metadata
 from eos_assets.defs.checks import OFFSETS_CONTIGUOUS, report_result
-from eos_assets.defs.derived_checks import EVENT_ID_UNIQUE, unique_ids
+from eos_assets.defs.derived_checks import (
+    EVENT_ID_UNIQUE,
+    WINDOWS_RECONCILE,
+    unique_ids,
+    windows_result,
+)
 from eos_assets.defs.gold import aggregate, window_events
+from eos_assets.defs.kpis import SERVING_RECONCILE
 from eos_assets.defs.silver import (
     entity_state_metadata,
     events_metadata,
@@ -63,6 +69,7 @@ class FollowPass:
     windows: WindowsOutcome
     sql: dict[str, SqlKpiOutcome]
     served: MirrorOutcome | None
+    checks: list[dg.AssetCheckEvaluation]
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,12 @@ class Batches:
     proven_silver: int | None = None
     serve_pending: bool = True  # the first KPI pass serves even when nothing changed
     follow_pending: bool = True  # the first follow pass computes the SQL KPIs even so
+    # The checks that block nothing are evaluated by the follow lane at most this often, once
+    # the KPI lane has served; ``checked`` has the metadata of each one's last pass.
+    checks_every_s: float = 60.0
+    checked_at: float | None = None
+    checked: dict[dg.AssetCheckKey, dict[str, Any] | None] = field(default_factory=dict)
+    served_once: bool = False
 
     def __post_init__(self) -> None:
         for key in (self.contiguous, self.unique):
@@ -191,6 +204,7 @@ class Batches:
         served = None
         if stream.served_specs:
             served = self._timed(took, "serve", lambda: self._serve(kpi_defs.EVENTS))
+        self.served_once = True
         return KpiPass(tables, served)
 
     def _serve(self, kind: str) -> MirrorOutcome:
@@ -244,7 +258,34 @@ class Batches:
             )
         if stream.served_sql:
             served = self._timed(took, "serve_sql", lambda: self._serve(kpi_defs.SQL))
-        return FollowPass(entity, windows, sql, served)
+        checks = []
+        if self.served_once and (
+            self.checked_at is None or time.monotonic() - self.checked_at >= self.checks_every_s
+        ):
+            checks = self._timed(took, "checks", self._nonblocking_checks)
+            self.checked_at = time.monotonic()
+        return FollowPass(entity, windows, sql, served, checks)
+
+    def _nonblocking_checks(self) -> list[dg.AssetCheckEvaluation]:
+        """``final_windows_match_silver`` from where its last passing evaluation left off,
+        and ``duckdb_matches_delta`` when the stream serves KPIs, as their checks evaluate."""
+        stream = self.stream
+        windows_key = dg.AssetCheckKey(stream.window_aggregates, WINDOWS_RECONCILE)
+        if windows_key not in self.checked:
+            self.checked[windows_key] = passed_metadata(self.context.instance, windows_key)
+        dt = delta_io.load(self.uri(stream.window_aggregates), self.lake.storage_options)
+        found = windows_result(stream, dt, self.lake, self.checked[windows_key])
+        results = [(windows_key, found)]
+        if stream.serve:
+            served_key = dg.AssetCheckKey(stream.kpis, SERVING_RECONCILE)
+            results.append((served_key, kpi_defs.served_result(stream, self.lake, self.warehouse)))
+        evaluations = []
+        for key, result in results:
+            evaluation = _evaluation(key, result, blocking=False)
+            if evaluation.passed:
+                self.checked[key] = _values(result.metadata)
+            evaluations.append(evaluation)
+        return evaluations
 
     def follow_events(self, done: "FollowPass") -> Iterator[Event]:
         """A follow pass's materializations, as the assets would have logged them."""
@@ -259,6 +300,7 @@ class Batches:
         if done.served is not None:
             metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
             yield self._materialized(stream.kpis, metadata)
+        yield from done.checks
 
     def _as_event(self, result: dg.MaterializeResult) -> dg.AssetMaterialization:
         assert result.asset_key is not None
@@ -281,20 +323,10 @@ class Batches:
     ) -> dg.AssetCheckEvaluation:
         """Evaluate a blocking check; a passing one becomes where the next evaluation starts."""
         result = report_result(self._or_fail(lambda: report(self.proven.get(key))))
-        metadata = result.metadata or {}
-        evaluation = dg.AssetCheckEvaluation(
-            asset_key=key.asset_key,
-            check_name=key.name,
-            passed=result.passed,
-            metadata=metadata,  # type: ignore[arg-type]
-            severity=result.severity,
-            description=result.description,
-            blocking=True,
-        )
+        evaluation = _evaluation(key, result, blocking=True)
         self.failed = None if result.passed else evaluation
         if result.passed:
-            values = {k: getattr(v, "value", v) for k, v in metadata.items()}
-            self.proven[key] = Checked.from_metadata(values)
+            self.proven[key] = Checked.from_metadata(_values(result.metadata))
         return evaluation
 
     def _stop_if_failed(self) -> None:
@@ -337,3 +369,23 @@ class Batches:
             return step()
         finally:
             took[name] = round(time.monotonic() - began, 3)
+
+
+def _evaluation(
+    key: dg.AssetCheckKey, result: dg.AssetCheckResult, blocking: bool
+) -> dg.AssetCheckEvaluation:
+    """A check's result as the evaluation its check would have logged."""
+    return dg.AssetCheckEvaluation(
+        asset_key=key.asset_key,
+        check_name=key.name,
+        passed=result.passed,
+        metadata=result.metadata or {},  # type: ignore[arg-type]
+        severity=result.severity,
+        description=result.description,
+        blocking=blocking,
+    )
+
+
+def _values(metadata: Any) -> dict[str, Any]:
+    """A result's metadata as plain values (what the next evaluation starts from)."""
+    return {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}

@@ -109,23 +109,7 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
         lake: LakeResource,
     ) -> dg.AssetCheckResult:
         """Reconcile window aggregates with silver/events for final windows."""
-        state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
-        size_s = dt.transaction_version(windows.SIZE_APP)
-        consumed = state[windows.APP]
-        if consumed is None or size_s is None:
-            uri = lake.table_uri(*stream.window_aggregates.path)
-            return missing(f"{uri} has consumed no silver version yet")
-        silver_uri = lake.table_uri(*stream.events.path)
-        options = dict(lake.storage_options or {})
-        silver = DeltaTable(silver_uri, version=consumed, storage_options=options)
-        report = reconcile(
-            stream, dt, silver, size_s, state[windows.WATERMARK_APP],
-            last_passed(context, config), options,
-        )  # fmt: skip
-        report.counts["silver_version"] = consumed
-        report.counts.update(Checked.of(dt).metadata())
-        report.counts.update(Checked.of(silver).metadata(SILVER))
-        return report_result(report)
+        return windows_result(stream, dt, lake, last_passed(context, config))
 
     return [
         _table_check(
@@ -149,6 +133,27 @@ def derived_checks(stream: Stream) -> list[dg.AssetChecksDefinition]:
 
 
 SILVER = "silver_"  # prefix of the proven silver snapshot's metadata keys
+
+
+def windows_result(
+    stream: Stream, dt: DeltaTable, lake: LakeResource, previous: Mapping[str, object] | None
+) -> dg.AssetCheckResult:
+    """``final_windows_match_silver`` of the windows snapshot ``dt``, from the metadata of the
+    latest passing evaluation (``previous``; None: every final window)."""
+    state = delta_io.positions(dt, [windows.APP, windows.WATERMARK_APP])
+    size_s = dt.transaction_version(windows.SIZE_APP)
+    consumed = state[windows.APP]
+    if consumed is None or size_s is None:
+        uri = lake.table_uri(*stream.window_aggregates.path)
+        return missing(f"{uri} has consumed no silver version yet")
+    silver_uri = lake.table_uri(*stream.events.path)
+    options = dict(lake.storage_options or {})
+    silver = DeltaTable(silver_uri, version=consumed, storage_options=options)
+    report = reconcile(stream, dt, silver, size_s, state[windows.WATERMARK_APP], previous, options)
+    report.counts["silver_version"] = consumed
+    report.counts.update(Checked.of(dt).metadata())
+    report.counts.update(Checked.of(silver).metadata(SILVER))
+    return report_result(report)
 
 
 def unique_ids(

@@ -288,6 +288,21 @@ def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
     return declared_sql_kpis
 
 
+def served_result(
+    stream: Stream, lake: LakeResource, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """``duckdb_matches_delta``: each served copy equals its Delta table at the version DuckDB
+    records as mirrored."""
+    served = [Served(t.name, t.key, t.uri) for t in served_tables(stream, lake)]
+    try:
+        with warehouse.read() as con:
+            report = reconcile_serving(con, served, VERSIONS_TABLE, lake.storage_options)
+    except (EosError, TableNotFoundError, duckdb.Error) as exc:
+        cause = " ".join(str(exc).split())[:300]
+        return missing(f"cannot read the serving database {warehouse.path} ({cause})")
+    return report_result(report)
+
+
 def serving_check(stream: Stream) -> dg.AssetChecksDefinition | None:
     """``duckdb_matches_delta`` on ``<stream>/serving/kpis`` (None: no served KPI table)."""
     if not stream.serve:
@@ -304,14 +319,7 @@ def serving_check(stream: Stream) -> dg.AssetChecksDefinition | None:
         lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.AssetCheckResult:
         """Reconcile the DuckDB serving tables with the Delta KPI tables."""
-        served = [Served(t.name, t.key, t.uri) for t in served_tables(stream, lake)]
-        try:
-            with warehouse.read() as con:
-                report = reconcile_serving(con, served, VERSIONS_TABLE, lake.storage_options)
-        except (EosError, TableNotFoundError, duckdb.Error) as exc:
-            cause = " ".join(str(exc).split())[:300]
-            return missing(f"cannot read the serving database {warehouse.path} ({cause})")
-        return report_result(report)
+        return served_result(stream, lake, warehouse)
 
     return duckdb_matches_delta
 

@@ -5,6 +5,7 @@ declared SQL on the same rows, after a first run (whole) and after new and revis
 by ``duckdb_matches_delta``; a missing source table fails in one line.
 """
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from eos_assets.defs.kpis import SERVING_RECONCILE, serving_asset, serving_check, sql_kpis_asset
 from eos_assets.defs.stream import ORDERS
+from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.derived.window_aggregates import window_schema
 from eos_assets.lib.serving import warehouse_file
 from eos_assets.lib.spark.spark_env import spark_config
@@ -179,6 +181,8 @@ def test_sql_kpis_are_spark_delta_tables_equal_to_duckdb_kept_per_touched_hour(
     )
     assert second["revenue_by_hour"]["source_versions"] == {"window_aggregates": 4}
     assert second["orders_by_status"]["delta_version"] is None  # entity_state did not change
+    (commit,) = DeltaTable(revenue_uri).history(1)
+    assert json.loads(commit[txn_ids.LINEAGE]) == {"gold/window_aggregates": {"version": 4}}
     assert_equal_to_duckdb()
 
     third = run()

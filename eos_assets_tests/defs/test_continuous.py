@@ -40,7 +40,9 @@ from eos_assets_tests.support.orders import (
     RAW_EVENTS,
     REVENUE_BY_HOUR,
     SERVING_KPI,
+    SERVING_RECONCILE_KEY,
     WINDOW_AGGREGATES,
+    WINDOWS_RECONCILE_KEY,
 )
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -61,7 +63,7 @@ def continuous_defs(res: dict[str, Any]) -> dg.Definitions:
 
 
 def run_config(**loop: Any) -> dict[str, Any]:
-    config = {"poll_s": 0.2, "follow_every_s": 0.5, **loop}
+    config = {"poll_s": 0.2, "follow_every_s": 0.5, "checks_every_s": 0.0, **loop}
     return {"ops": {"orders_kpi_batches": {"config": config}}}
 
 
@@ -109,6 +111,10 @@ def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
         named = [(v.asset_key, v.check_name, v.passed) for v in evaluations]  # type: ignore[union-attr]
         for key in (OFFSETS_CONTIGUOUS_KEY, EVENT_ID_UNIQUE_KEY):
             assert named.count((key.asset_key, key.name, True)) == 2, named
+        # The checks that block nothing, evaluated by the follow lane once the KPIs are served
+        for key in (WINDOWS_RECONCILE_KEY, SERVING_RECONCILE_KEY):
+            assert (key.asset_key, key.name, True) in named, named
+            assert (key.asset_key, key.name, False) not in named, named
         # The check's page keeps one execution per run: the run's latest evaluation.
         history = instance.event_log_storage.get_asset_check_execution_history(
             OFFSETS_CONTIGUOUS_KEY, limit=10

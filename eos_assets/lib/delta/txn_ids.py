@@ -13,6 +13,9 @@ The keys of the commit metadata the product writes beside them live here too: th
 the increments read them back.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 UPSTREAM_PREFIX = "eos:upstream:"
 # Microseconds since the epoch: the max event time consumed, and the watermark.
 MAX_EVENT_TIME = "eos:state:max_event_time_us"
@@ -44,3 +47,17 @@ LOST = "eos.lost"  # bronze: offsets Kafka deleted before they were read, accept
 SKIPPED = "eos.skipped"  # bronze: retained offsets a declared start passed over
 UPSTREAM = "eos.upstream"  # derived: the upstream table it read
 UPSTREAM_VERSIONS = "eos.upstream_versions"  # derived: [first, last] upstream version consumed
+# derived: what the rows reflect, one entry per table read: {"silver/events": {"version": 40,
+# "bronze/raw_events": 37}}: the version read and the versions that table had consumed in turn
+# (bronze's version holds the Kafka offsets in its txn actions).
+LINEAGE = "eos.lineage"
+
+
+def lineage(upstream: str, version: int, consumed: Mapping[str, int | None]) -> dict[str, Any]:
+    """One entry of ``LINEAGE``: the table ``upstream`` read at ``version``, which had consumed
+    the versions ``consumed`` (by ``txn`` app id) of its own upstream tables."""
+    entry: dict[str, Any] = {"version": version}
+    for app, done in consumed.items():
+        if done is not None:
+            entry[app.removeprefix(UPSTREAM_PREFIX)] = done
+    return {upstream: entry}

@@ -120,6 +120,11 @@ class Attempt:
             txn_ids.OPERATION: operation,
             txn_ids.UPSTREAM: self.increment.upstream_uri,
             txn_ids.UPSTREAM_VERSIONS: [self.increment.first_version, self.increment.version],
+            txn_ids.LINEAGE: txn_ids.lineage(
+                self.table.app.removeprefix(txn_ids.UPSTREAM_PREFIX),
+                self.increment.version,
+                delta_io.positions(self.upstream, (txn_ids.FROM_BRONZE, txn_ids.FROM_SILVER)),
+            ),
             txn_ids.RUN_ID: self.run_id,
             **extra,
         }

@@ -45,7 +45,6 @@ SOURCE_APPS = {
     WINDOWS: txn_ids.upstream_app("gold/window_aggregates"),
     ENTITY: txn_ids.upstream_app("silver/entity_state"),
 }
-SOURCES_KEY = "eos.sources"  # commit metadata: the version of each source the rows reflect
 
 
 @dataclass
@@ -141,10 +140,16 @@ def _update(
             outcome.seconds = time.monotonic() - started
             return outcome
         run_id = uuid.uuid4().hex
+        lineage: dict[str, Any] = {}
+        for source in kpi.sources:
+            snapshot = read.snapshots[source]
+            consumed = delta_io.positions(snapshot, (txn_ids.FROM_SILVER,))
+            app = SOURCE_APPS[source].removeprefix(txn_ids.UPSTREAM_PREFIX)
+            lineage |= txn_ids.lineage(app, snapshot.version(), consumed)
         metadata = {
             txn_ids.OPERATION: f"gold/{kpi.name}",
             txn_ids.RUN_ID: run_id,
-            SOURCES_KEY: outcome.sources,
+            txn_ids.LINEAGE: lineage,
         }
         props = delta_io.commit_properties(txns, metadata, text_values=True)
         try:

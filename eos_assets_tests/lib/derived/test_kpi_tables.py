@@ -38,6 +38,7 @@ from eos_assets.lib.contract.stream_shape import (
     KpiSpec,
     PayloadField,
 )
+from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.delta.delta_io import read_rows
 from eos_assets.lib.derived import kpi_tables
 from eos_assets.lib.derived.kpi_compute import kpi_schema
@@ -200,6 +201,11 @@ def test_orders_kpis_equal_the_oracle(spark: SparkSession, tmp_path: Path) -> No
     assert any(r["average_order_value"] is None for r in minute.values())
     top = max(e.event_time for e in want.events.values())
     assert outcomes["kpi_daily"].watermark == top - GRACE
+    # Each commit names what its rows reflect, down to the bronze version (its txn: offsets).
+    (commit,) = DeltaTable(lake.table(KPI_DAILY).uri).history(1)
+    assert json.loads(commit[txn_ids.LINEAGE]) == {
+        "silver/events": {"version": 3, "bronze/raw_events": DeltaTable(lake.bronze).version()}
+    }
     versions = {t.spec.name: DeltaTable(t.uri).version() for t in lake.tables}
     again = lake.kpis()
     assert all(o.version is None and o.consumed is None for o in again.values())
