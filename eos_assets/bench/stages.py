@@ -146,7 +146,12 @@ def increment_line(small: RunTimes, large: RunTimes, batch: int, sizes: str) -> 
 
 # The steps of the declared KPIs after silver: their tables (kept from the events, SQL), and
 # their DuckDB serving.
-KPI_STEPS = ("orders__gold__kpis", "orders__gold__sql_kpis", "orders__serving__kpis")
+KPI_STEPS = (
+    "orders__gold__kpis",
+    "orders__serving__kpis",
+    "orders__gold__sql_kpis",
+    "orders__serving__sql_kpis",
+)
 
 
 def kpi_increment_line(small: RunTimes, large: RunTimes, batch: int, sizes: str) -> Measurement:

@@ -7,8 +7,9 @@ Every stream gets, keyed ``<stream>/<layer>/<table>`` (``defs/stream.py``):
 - ``gold/window_aggregates`` and ``gold/late_events``: its windows' dimensions and measures;
 - ``gold/<kpi>``: each KPI it declares, a Delta table Spark keeps (with time, by and
   measures: from the events, batch by batch; with SQL: over the window and entity tables);
-  ``serving/kpis``: those it serves, in DuckDB as ``<stream>.<kpi>``, with the check that the
-  copy equals the lake; ``outbound/kpi_alerts``: its declared alert rules (``defs/kpis.py``);
+  ``serving/kpis`` and ``serving/sql_kpis``: those it serves, in DuckDB as ``<stream>.<kpi>``,
+  each with the check that the copy equals the lake; ``outbound/kpi_alerts``: its declared
+  alert rules (``defs/kpis.py``);
 - ``outbound/agg_out``: its window revisions in Kafka, exactly once;
 - the checks of each table, and its lag sensor ``<stream>_ingest_on_kafka_lag``.
 
@@ -55,14 +56,16 @@ class StreamParts:
     entity_state: dg.AssetsDefinition | None
     window_aggregates: dg.AssetsDefinition
     kpi_tables: dg.AssetsDefinition | None  # every gold/<kpi> kept from the events
-    serving: dg.AssetsDefinition | None  # serving/kpis: the served KPI tables
+    serving: dg.AssetsDefinition | None  # serving/kpis: the served KPI tables from the events
     sql_kpis: dg.AssetsDefinition | None  # every gold/<kpi> declared with SQL
+    sql_serving: dg.AssetsDefinition | None  # serving/sql_kpis: the served SQL KPI tables
     kpi_alerts: dg.AssetsDefinition | None
     agg_out: dg.AssetsDefinition
     bronze_checks: list[dg.AssetChecksDefinition]
     derived_checks: list[dg.AssetChecksDefinition]
     agg_out_check: dg.AssetChecksDefinition
-    kpi_checks: list[dg.AssetChecksDefinition]  # duckdb_matches_delta, the alerts' check
+    # duckdb_matches_delta of serving/kpis and of serving/sql_kpis, the alerts' check
+    kpi_checks: list[dg.AssetChecksDefinition]
     lag_sensor: dg.SensorDefinition
 
     @property
@@ -73,6 +76,7 @@ class StreamParts:
             self.kpi_tables,
             self.sql_kpis,
             self.serving,
+            self.sql_serving,
             self.kpi_alerts,
         ]
         return [
@@ -92,8 +96,8 @@ def build(model: StreamModel) -> StreamParts:
     stream = Stream.of(model)
     agg_out, agg_out_check = outbound.agg_out_assets(stream)
     alerts = kpis.alert_assets(stream)
-    serving_check = kpis.serving_check(stream)
-    kpi_checks = [c for c in (serving_check, alerts and alerts[1]) if c is not None]
+    served = (kpis.serving_check(stream, kpis.EVENTS), kpis.serving_check(stream, kpis.SQL))
+    kpi_checks = [c for c in (*served, alerts and alerts[1]) if c is not None]
     return StreamParts(
         stream=stream,
         raw_events=bronze.raw_events_asset(stream),
@@ -103,6 +107,7 @@ def build(model: StreamModel) -> StreamParts:
         kpi_tables=kpis.kpi_tables_asset(stream),
         serving=kpis.serving_asset(stream),
         sql_kpis=kpis.sql_kpis_asset(stream),
+        sql_serving=kpis.serving_asset(stream, kpis.SQL),
         kpi_alerts=alerts and alerts[0],
         agg_out=agg_out,
         bronze_checks=checks.bronze_checks(stream),

@@ -268,7 +268,7 @@ class Batches:
 
     def _nonblocking_checks(self) -> list[dg.AssetCheckEvaluation]:
         """``final_windows_match_silver`` from where its last passing evaluation left off,
-        and ``duckdb_matches_delta`` when the stream serves KPIs, as their checks evaluate."""
+        and ``duckdb_matches_delta`` of each serving asset, as their checks evaluate."""
         stream = self.stream
         windows_key = dg.AssetCheckKey(stream.window_aggregates, WINDOWS_RECONCILE)
         if windows_key not in self.checked:
@@ -276,9 +276,14 @@ class Batches:
         dt = delta_io.load(self.uri(stream.window_aggregates), self.lake.storage_options)
         found = windows_result(stream, dt, self.lake, self.checked[windows_key])
         results = [(windows_key, found)]
-        if stream.serve:
-            served_key = dg.AssetCheckKey(stream.kpis, SERVING_RECONCILE)
-            results.append((served_key, kpi_defs.served_result(stream, self.lake, self.warehouse)))
+        for kind, served in (
+            (kpi_defs.EVENTS, stream.served_specs),
+            (kpi_defs.SQL, stream.served_sql),
+        ):
+            if served:
+                key = dg.AssetCheckKey(kpi_defs.serving_key(stream, kind), SERVING_RECONCILE)
+                found = kpi_defs.served_result(stream, self.lake, self.warehouse, kind)
+                results.append((key, found))
         evaluations = []
         for key, result in results:
             evaluation = _evaluation(key, result, blocking=False)
@@ -299,7 +304,7 @@ class Batches:
             yield self._as_event(result)
         if done.served is not None:
             metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
-            yield self._materialized(stream.kpis, metadata)
+            yield self._materialized(stream.sql_serving, metadata)
         yield from done.checks
 
     def _as_event(self, result: dg.MaterializeResult) -> dg.AssetMaterialization:

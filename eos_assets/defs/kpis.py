@@ -8,10 +8,12 @@ of the served copy, and the alerts declared over them.
 - ``<stream>/gold/<kpi>``, one per KPI declared with ``sql``, all from one asset: Spark runs
   the SQL (translated from DuckDB's dialect when the declaration loads) over the window and
   entity tables, per touched time bucket or whole (``lib/derived/sql_kpi_tables.py``).
-- ``<stream>/serving/kpis``: the served KPI tables in DuckDB as ``<stream>.<kpi>``, mirrored
-  with the Delta version each reflects (``lib/serving/serving.py``); it is on the path a run
-  takes first (and the loops of a continuous stream).
-- ``duckdb_matches_delta`` on ``serving/kpis``: the served copies equal their Delta tables.
+- ``<stream>/serving/kpis``: the served KPI tables kept from the events, in DuckDB as
+  ``<stream>.<kpi>``, upserted with the Delta version each reflects (``lib/serving/serving.py``);
+  it is on the path a run takes first (and the KPI lane of a continuous stream).
+- ``<stream>/serving/sql_kpis``: the served SQL KPI tables, replaced whole the same way; they
+  follow the windows and the entity state (the follow lane of a continuous stream).
+- ``duckdb_matches_delta`` on each: the served copies equal their Delta tables.
 - ``<stream>/outbound/kpi_alerts`` and ``no_alert_stuck_in_flight``: the declared alert rules
   over final rows, delivered over HTTP with an idempotency key, every attempt in a ledger.
 """
@@ -197,27 +199,46 @@ def serving_metadata(context: Context, outcome: MirrorOutcome, path: str) -> dic
     }
 
 
-def serving_asset(stream: Stream) -> dg.AssetsDefinition | None:
-    """``<stream>/serving/kpis``: the served KPI tables in DuckDB as ``<stream>.<kpi>``."""
-    if not stream.serve:
+def serving_key(stream: Stream, kind: str) -> dg.AssetKey:
+    """Where the served KPI tables of a kind are: ``serving/kpis`` (kept from the events) or
+    ``serving/sql_kpis``."""
+    return stream.kpis if kind == EVENTS else stream.sql_serving
+
+
+def _served_names(stream: Stream, kind: str) -> list[str]:
+    return (
+        [s.name for s in stream.served_specs]
+        if kind == EVENTS
+        else [k.name for k in stream.served_sql]
+    )
+
+
+def serving_asset(stream: Stream, kind: str = EVENTS) -> dg.AssetsDefinition | None:
+    """The served KPI tables of a kind in DuckDB as ``<stream>.<kpi>`` (None: none is):
+    ``serving/kpis``, on the path a run takes first, upserts those kept from the events;
+    ``serving/sql_kpis`` replaces the SQL ones, after the windows and the entity state."""
+    served = _served_names(stream, kind)
+    if not served:
         return None
-    names = ", ".join(f"{stream.name}.{kpi}" for kpi in stream.serve)
+    names = ", ".join(f"{stream.name}.{kpi}" for kpi in served)
+    how = "upserted" if kind == EVENTS else "replaced whole"
 
     @dg.asset(
-        key=stream.kpis,
-        deps=[stream.kpi_key(kpi) for kpi in stream.serve],
+        key=serving_key(stream, kind),
+        deps=[stream.kpi_key(kpi) for kpi in served],
         group_name=stream.group(SERVING),
         kinds={"delta", "duckdb"},
-        description=f"The KPI tables of stream {stream.name} served in DuckDB ({names}), "
-        "upserted (SQL KPIs replaced) with the Delta version each reflects "
-        "(eos_delta_versions) in one DuckDB transaction, made on a copy of the file then "
-        "swapped in: readers keep their version and never block it.",
+        op_tags=None if kind == EVENTS else AFTER_SERVING,
+        description=f"KPI tables of stream {stream.name} served in DuckDB ({names}), {how} "
+        "with the Delta version each reflects (eos_delta_versions) in one DuckDB "
+        "transaction, made on a copy of the file then swapped in: readers keep their version "
+        "and never block it.",
     )
     @stream.keyed
     def served_kpis(
         context: dg.AssetExecutionContext, lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
-        outcome = run_or_fail(lambda: serve(stream, lake, warehouse))
+        outcome = run_or_fail(lambda: serve(stream, lake, warehouse, (kind,)))
         return dg.MaterializeResult(metadata=serving_metadata(context, outcome, warehouse.path))
 
     return served_kpis
@@ -289,11 +310,11 @@ def sql_kpis_asset(stream: Stream) -> dg.AssetsDefinition | None:
 
 
 def served_result(
-    stream: Stream, lake: LakeResource, warehouse: WarehouseResource
+    stream: Stream, lake: LakeResource, warehouse: WarehouseResource, kind: str = EVENTS
 ) -> dg.AssetCheckResult:
-    """``duckdb_matches_delta``: each served copy equals its Delta table at the version DuckDB
-    records as mirrored."""
-    served = [Served(t.name, t.key, t.uri) for t in served_tables(stream, lake)]
+    """``duckdb_matches_delta``: each served copy of a kind equals its Delta table at the
+    version DuckDB records as mirrored."""
+    served = [Served(t.name, t.key, t.uri) for t in served_tables(stream, lake, (kind,))]
     try:
         with warehouse.read() as con:
             report = reconcile_serving(con, served, VERSIONS_TABLE, lake.storage_options)
@@ -303,23 +324,24 @@ def served_result(
     return report_result(report)
 
 
-def serving_check(stream: Stream) -> dg.AssetChecksDefinition | None:
-    """``duckdb_matches_delta`` on ``<stream>/serving/kpis`` (None: no served KPI table)."""
-    if not stream.serve:
+def serving_check(stream: Stream, kind: str = EVENTS) -> dg.AssetChecksDefinition | None:
+    """``duckdb_matches_delta`` on the serving asset of a kind (None: it serves nothing)."""
+    if not _served_names(stream, kind):
         return None
 
     @check_with_asset(
-        stream.kpis,
+        serving_key(stream, kind),
         SERVING_RECONCILE,
         "Each served KPI table in DuckDB equals, row by row, its Delta table at the version "
         "DuckDB records as mirrored.",
+        op_tags=None if kind == EVENTS else AFTER_SERVING,
     )
     @stream.keyed
     def duckdb_matches_delta(
         lake: LakeResource, warehouse: WarehouseResource
     ) -> dg.AssetCheckResult:
         """Reconcile the DuckDB serving tables with the Delta KPI tables."""
-        return served_result(stream, lake, warehouse)
+        return served_result(stream, lake, warehouse, kind)
 
     return duckdb_matches_delta
 

@@ -121,14 +121,12 @@ def _holds_the_way(
 
 
 def _stream_selection(
-    context: dg.SensorEvaluationContext, stream: Stream, lean: bool = False
+    context: dg.SensorEvaluationContext, stream: Stream, lean_to: dg.AssetKey | None = None
 ) -> tuple[list[dg.AssetKey], list[dg.AssetCheckKey]]:
     """The stream's assets and checks of ``ingest_and_refresh``, named in each run it launches.
 
-    With ``lean``, only the path from bronze to the served KPI tables kept from the events and
-    ``serving/kpis`` (and the assets computed in the same step as one of them), with their
-    checks: the served SQL KPIs follow the windows and the entity state, in the other runs.
-    A stream that serves only SQL KPIs takes the whole path to ``serving/kpis``.
+    With ``lean_to``, only the path from bronze to that asset (and the assets computed in the
+    same step as one of them), with their checks.
 
     A run that names them records them (its asset and check selection); the automation sensor
     then knows that the checks ran with their assets in that run and requests no check-only
@@ -143,21 +141,19 @@ def _stream_selection(
         )
     graph = repository.asset_graph
     selection = stream_selection(stream)
-    if lean and graph.has(stream.kpis):
-        tables = [stream.kpi_key(spec.name) for spec in stream.served_specs] or [stream.kpis]
-        path = dg.AssetSelection.assets(*tables).upstream() | dg.AssetSelection.assets(stream.kpis)
-        selection &= path.required_multi_asset_neighbors()
+    if lean_to is not None and graph.has(lean_to):
+        selection &= dg.AssetSelection.assets(lean_to).upstream().required_multi_asset_neighbors()
     return sorted(selection.resolve(graph)), sorted(selection.resolve_checks(graph))
 
 
 def lag_sensor(stream: Stream) -> dg.SensorDefinition:
     """``<stream>_ingest_on_kafka_lag``: the stream's consumer-lag sensor.
 
-    A run for a small backlog takes only the path to ``serving/kpis`` through the KPI tables
-    kept from the events, which makes them visible, when a run of every asset was launched
-    recently (``REST_EVERY_S``).
+    A run for a small backlog takes only the path to ``serving/kpis``, which makes the stream's
+    KPIs visible, when a run of every asset was launched recently (``REST_EVERY_S``).
     """
     tags = {STREAM_TAG: stream.name}
+    served_key = stream.kpis
 
     @dg.sensor(
         name=stream.named(LAG_SENSOR),
@@ -271,7 +267,7 @@ def lag_sensor(stream: Stream) -> dg.SensorDefinition:
                 lean = history.lean(now, REST_EVERY_S) and quick
                 if not lean:
                     history.full_at = now
-                assets, checks = _stream_selection(context, stream, lean)
+                assets, checks = _stream_selection(context, stream, served_key if lean else None)
                 request = dg.RunRequest(
                     run_key=key,
                     run_config=quick_start_run_config(pyspark) if quick else {},

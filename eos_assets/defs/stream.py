@@ -178,6 +178,11 @@ class Stream:
         return tuple(spec for spec in self.kpi_specs if spec.name in self.serve)
 
     @property
+    def sql_serving(self) -> dg.AssetKey:
+        """``<stream>/serving/sql_kpis``: the served SQL KPI tables."""
+        return self.key(SERVING, "sql_kpis")
+
+    @property
     def served_sql(self) -> tuple[SqlKpi, ...]:
         """The SQL KPI tables that are served in DuckDB."""
         return tuple(kpi for kpi in self.sql_kpis if kpi.name in self.serve)
@@ -195,8 +200,10 @@ class Stream:
             if spec.distinct:
                 keys.append(self.distinct_key(spec.name))
         keys += [self.kpi_key(kpi.name) for kpi in self.sql_kpis]
-        if self.serve:
+        if self.served_specs:
             keys.append(self.kpis)
+        if self.served_sql:
+            keys.append(self.sql_serving)
         return keys
 
     @property

@@ -6,7 +6,6 @@ by ``duckdb_matches_delta``; a missing source table fails in one line.
 """
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +16,13 @@ from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from eos_assets.defs.kpis import SERVING_RECONCILE, serving_asset, serving_check, sql_kpis_asset
+from eos_assets.defs.kpis import (
+    SERVING_RECONCILE,
+    SQL,
+    serving_asset,
+    serving_check,
+    sql_kpis_asset,
+)
 from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.delta import txn_ids
 from eos_assets.lib.derived.window_aggregates import window_schema
@@ -126,8 +131,11 @@ def test_sql_kpis_are_spark_delta_tables_equal_to_duckdb_kept_per_touched_hour(
         # the session of the ``spark`` fixture: getOrCreate finds it
         "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),
     }
-    stream = replace(ORDERS, serve=("revenue_by_hour", "orders_by_status"))  # the SQL KPIs alone
-    kpis, serving, check = sql_kpis_asset(stream), serving_asset(stream), serving_check(stream)
+    kpis, serving, check = (
+        sql_kpis_asset(ORDERS),
+        serving_asset(ORDERS, SQL),
+        serving_check(ORDERS, SQL),
+    )
     assert kpis is not None and serving is not None and check is not None
     sql = {kpi.name: kpi.sql for kpi in ORDERS.sql_kpis}
     revenue_uri, status_uri = (

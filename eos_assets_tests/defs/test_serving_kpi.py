@@ -1,9 +1,9 @@
 """serving/kpis with readers: held read-only connections never stop it, a killed writer loses
 nothing that was served.
 
-The KPI Delta tables are written directly (no Spark) and the two kept from the events are served
-(``SERVED``); every row of Delta version ``v`` has ``orders_paid == v + 1``, so a reader that
-sees a whole served version sees ``orders_paid == delta_version + 1`` on every row of both.
+The KPI Delta tables are written directly (no Spark); every row of Delta version ``v`` has
+``orders_paid == v + 1``, so a reader that sees a whole served version sees
+``orders_paid == delta_version + 1`` on every row of both tables.
 """
 
 import json
@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,14 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from eos_assets.defs.kpis import serving_asset, serving_check
-from eos_assets.defs.stream import ORDERS
 from eos_assets.lib import faults
 from eos_assets.lib.serving import serving, warehouse_file
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.support.graph import KPI_DAILY_SCHEMA, KPI_WINDOW_SCHEMA
-from eos_assets_tests.support.orders import KPI_DAILY, KPI_WINDOW, present
+from eos_assets_tests.support.orders import KPI_DAILY, KPI_WINDOW, duckdb_matches_delta, serving_kpi
 
 REPO = Path(__file__).resolve().parents[2]
-SERVED = ("kpi_window", "kpi_daily")
-serving_kpi = present(serving_asset(replace(ORDERS, serve=SERVED)))
-duckdb_matches_delta = present(serving_check(replace(ORDERS, serve=SERVED)))
 DAY = date(2026, 11, 21)
 CURRENCIES = ("EUR", "USD", "GBP")
 WINDOWS = 48
@@ -223,7 +217,6 @@ def _killed_serving_run(lake: LakeResource, warehouse: Path, point: str) -> None
     env[faults.CRASH_ENV] = point
     cmd = [sys.executable, "-m", "eos_assets_tests.support.derived_once", "--lake", lake.root]
     cmd += ["--warehouse", str(warehouse), "--asset", "orders/serving/kpis"]
-    cmd += [a for name in SERVED for a in ("--serve", name)]
     done = subprocess.run(
         cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
     )

@@ -6,18 +6,14 @@ with ``EOS_FAULT_CRASH_AT`` set, the process dies with SIGKILL at that point.
 """
 
 import argparse
-from dataclasses import replace
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from eos_assets.defs.kpis import serving_asset
-from eos_assets.defs.stream import ORDERS
 from eos_assets.lib.spark.spark_env import spark_config
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 from eos_assets_tests.support import graph
-from eos_assets_tests.support.orders import present
 
 
 def main() -> int:
@@ -28,13 +24,9 @@ def main() -> int:
     parser.add_argument("--asset", action="append", required=True, help="layer/table")
     parser.add_argument("--window-minutes", type=float, default=5.0)
     parser.add_argument("--grace-minutes", type=float, default=10.0)
-    parser.add_argument("--serve", action="append", help="serve only these KPIs")
     args = parser.parse_args()
     wanted = {dg.AssetKey.from_user_string(a) for a in args.asset}
     assets = [a for a in graph.DERIVED if set(a.keys) & wanted]
-    if args.serve:
-        served = present(serving_asset(replace(ORDERS, serve=tuple(args.serve))))
-        assets = [served if a.key == ORDERS.kpis else a for a in assets]
     resources = {
         "lake": LakeResource(root=args.lake),
         "pyspark": LazyPySparkResource(spark_config=spark_config("local[2]")),

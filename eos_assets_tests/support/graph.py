@@ -40,6 +40,7 @@ from eos_assets_tests.support.orders import (
     raw_events,
     serving_kpi,
     sql_kpis,
+    sql_serving,
     window_aggregates,
 )
 
@@ -49,7 +50,7 @@ _ENTITY = entity_spec(ORDERS)
 assert _ENTITY is not None
 ORDERS_ENTITY = _ENTITY
 ORDER_STATE_SCHEMA = ORDERS_ENTITY.schema
-DERIVED = [events, order_state, window_aggregates, kpi_tables, sql_kpis, serving_kpi]
+DERIVED = [events, order_state, window_aggregates, kpi_tables, serving_kpi, sql_kpis, sql_serving]
 _SPECS = {spec.name: spec for spec in STREAM.kpi_specs}
 KPI_WINDOW_SCHEMA = kpi_schema(_SPECS["kpi_window"], STREAM.contract)
 KPI_DAILY_SCHEMA = kpi_schema(_SPECS["kpi_daily"], STREAM.contract)

@@ -26,7 +26,8 @@ EVENTS = STREAM.events
 ORDER_STATE = STREAM.entity_state
 WINDOW_AGGREGATES = STREAM.window_aggregates
 LATE_EVENTS = STREAM.late_events
-SERVING_KPI = STREAM.kpis  # the served KPI tables
+SERVING_KPI = STREAM.kpis  # the served KPI tables kept from the events
+SQL_SERVING = STREAM.sql_serving  # the served SQL KPI tables
 REVENUE_BY_HOUR = STREAM.kpi_key("revenue_by_hour")  # a SQL KPI
 AGG_OUT = STREAM.agg_out
 KPI_WINDOW = STREAM.kpi_key("kpi_window")
@@ -52,9 +53,10 @@ window_aggregates = PARTS.window_aggregates
 kpi_tables = present(PARTS.kpi_tables)  # kpi_window, kpi_daily and their distinct values
 serving_kpi = present(PARTS.serving)
 sql_kpis = present(PARTS.sql_kpis)  # revenue_by_hour, orders_by_status
+sql_serving = present(PARTS.sql_serving)
 agg_out, caught_up_with_window_aggregates = PARTS.agg_out, PARTS.agg_out_check
 kpi_alerts = present(PARTS.kpi_alerts)
-duckdb_matches_delta, no_alert_stuck_in_flight = PARTS.kpi_checks
+duckdb_matches_delta, sql_matches_delta, no_alert_stuck_in_flight = PARTS.kpi_checks
 event_id_unique, final_windows_match_silver = PARTS.derived_checks
 (
     offsets_contiguous,

@@ -3,8 +3,8 @@
 A KPI table records, in ``txn`` actions committed with its rows, the version of each table
 its SQL reads (``eos:upstream:gold/window_aggregates``, ``eos:upstream:silver/entity_state``)
 and the fingerprint of the SQL (``eos:config:kpi_sql``). A run reads each source's current
-snapshot once; a KPI whose table already records those versions and that SQL is up to date,
-so a re-run after a crash commits nothing twice. Otherwise:
+snapshot once; a KPI whose table already records those versions (or later ones, a rival
+run's) and that SQL is up to date, so a re-run after a crash commits nothing twice. Otherwise:
 
 - **Per touched bucket**, for a KPI keyed by a time key of ``window_start`` whose table was
   built from the same SQL: the window rows in the files added since the consumed version name
@@ -16,12 +16,13 @@ so a re-run after a crash commits nothing twice. Otherwise:
   runs over both snapshots and one commit replaces the table (its schema too).
 
 Every commit is made from the snapshot planned from, so a concurrent writer makes it fail and
-the KPI is planned again (``incremental.MAX_ATTEMPTS``).
+the KPI is planned again from the sources' snapshots read anew (``incremental.MAX_ATTEMPTS``):
+a rival that reflected newer versions leaves nothing to do.
 """
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -74,8 +75,27 @@ class _Sources:
     """The source snapshots a run reads, and their views in the Spark session."""
 
     spark: SparkSession
-    snapshots: dict[str, DeltaTable]
+    uris: Mapping[str, str]
+    storage_options: Mapping[str, str] | None
+    snapshots: dict[str, DeltaTable] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)
+
+    def load(self, names: Iterable[str]) -> None:
+        """The current snapshot of each source (again after a lost commit race: the rival
+        may have read newer versions).
+
+        Raises:
+            EosError: a source table does not exist yet.
+        """
+        self.drop()
+        for name in sorted(names):
+            try:
+                self.snapshots[name] = delta_io.load(self.uris[name], self.storage_options)
+            except TableNotFoundError:
+                raise EosError(
+                    f"{self.uris[name]} does not exist yet: materialize {name} before the KPIs "
+                    "that read it"
+                ) from None
 
     def frame(self, source: str, predicate: str | None = None) -> DataFrame:
         dt = self.snapshots[source]
@@ -92,6 +112,7 @@ class _Sources:
     def drop(self) -> None:
         for view in self.views.values():
             self.spark.catalog.dropTempView(view)
+        self.views.clear()
 
 
 def update_sql_kpis(
@@ -107,17 +128,8 @@ def update_sql_kpis(
         EosError: a table the SQL reads does not exist yet, the SQL failed in Spark, or
             commits kept conflicting.
     """
-    used = {s for kpi, _ in kpis for s in kpi.sources}
-    snapshots = {}
-    for name in sorted(used):
-        try:
-            snapshots[name] = delta_io.load(sources[name], storage_options)
-        except TableNotFoundError:
-            raise EosError(
-                f"{sources[name]} does not exist yet: materialize {name} before the KPIs "
-                "that read it"
-            ) from None
-    read = _Sources(spark, snapshots)
+    read = _Sources(spark, sources, storage_options)
+    read.load({s for kpi, _ in kpis for s in kpi.sources})
     try:
         return {kpi.name: _update(read, kpi, uri, storage_options) for kpi, uri in kpis}
     finally:
@@ -136,9 +148,9 @@ def _update(
             target: DeltaTable | None = delta_io.load(uri, storage_options)
         except TableNotFoundError:
             target = None
-        if target is not None and all(target.transaction_version(a) == v for a, v in txns.items()):
+        if target is not None and _reflects(target, kpi, outcome.sources):
             outcome.seconds = time.monotonic() - started
-            return outcome
+            return outcome  # this run's versions, or a rival's newer ones
         run_id = uuid.uuid4().hex
         lineage: dict[str, Any] = {}
         for source in kpi.sources:
@@ -170,6 +182,7 @@ def _update(
                 rows = _replace_buckets(read, kpi, target, span, props)
                 outcome.buckets = span
         except CommitFailedError:
+            read.load(read.snapshots)
             continue
         outcome.rows_written = rows.num_rows
         outcome.version = delta_io.find_commit(uri, txn_ids.RUN_ID, run_id, storage_options)
@@ -179,6 +192,18 @@ def _update(
         f"gold/{kpi.name} at {uri} lost {MAX_ATTEMPTS} commit races with concurrent writers: "
         "let one run at a time and retry"
     )
+
+
+def _reflects(target: DeltaTable, kpi: SqlKpi, versions: Mapping[str, int]) -> bool:
+    """Whether the table was built from this SQL and reflects ``versions`` of its sources or
+    later ones."""
+    if target.transaction_version(SQL_APP) != kpi.fingerprint:
+        return False
+    for source, version in versions.items():
+        reflected = target.transaction_version(SOURCE_APPS[source])
+        if reflected is None or reflected < version:
+            return False
+    return True
 
 
 def _touched(
