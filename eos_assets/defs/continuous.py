@@ -4,8 +4,11 @@ that loops micro-batches along the path to the served KPIs.
 The run polls bronze's positions against Kafka's last stable offsets every ``poll_s``; as soon
 as committed records are pending (no threshold) it runs a batch (``continuous_batch.py``):
 bronze, its blocking check, silver/events, its blocking check, the declared KPI tables and their
-DuckDB serving, each logged as a materialization or check evaluation of its asset. A blocking
-check that fails, or a step that fails, fails the run with its one line. The run ends by itself
+DuckDB serving, each logged as a materialization or check evaluation of its asset. At most every
+``follow_every_s`` a batch then also brings the entity state, the windows and the SQL KPI tables
+up to the same proven silver version (the follow steps). The steps run one after the other in
+the op's thread: on a 2-core machine, a KPI pass overlapping the next batch's silver, or the
+follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that fails, fails the run with its one line. The run ends by itself
 after ``max_seconds`` or ``max_batches``; the stream's keeper sensor (``continuous_sensor.py``)
 starts the next one.
 
@@ -24,7 +27,6 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from eos_assets.defs.continuous_batch import Batches, Event
-from eos_assets.defs.continuous_worker import Lane
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib import faults
@@ -62,11 +64,11 @@ class ContinuousConfig(dg.Config):
     )  # fmt: skip
     max_batches: int = Field(default=2_000, gt=0, description="Or after this many batches.")
     follow_every_s: float = Field(
-        default=5.0, ge=0, description="Seconds between two passes of the entity state, the "
-        "windows and the SQL KPIs (they share the Spark server with the KPI tables' path).",
+        default=30.0, ge=0, description="Seconds between two passes of the entity state, the "
+        "windows and the SQL KPIs (a pass holds up the next batch for its seconds).",
     )  # fmt: skip
     checks_every_s: float = Field(
-        default=60.0, ge=0, description="Seconds between two evaluations, in the follow lane, "
+        default=60.0, ge=0, description="Seconds between two evaluations, by the follow steps, "
         "of the checks that block nothing (final_windows_match_silver, duckdb_matches_delta).",
     )  # fmt: skip
     read_timeout_s: float = Field(
@@ -101,44 +103,53 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
         batches.checks_every_s = config.checks_every_s
         done, beat = 0, 0.0
-        lanes = [
-            Lane(batches.kpis, batches.kpi_events, "KPIs"),
-            Lane(batches.follow, batches.follow_events, "follow", config.follow_every_s),
-        ]
+        # The follow steps owe a pass once a batch moved silver; they run at most every
+        # ``follow_every_s``, after a batch's KPI tables, or while the loop idles.
+        owed, followed = False, float("-inf")
+
+        def follow(took: dict[str, float]) -> Iterator[Event]:
+            nonlocal owed, followed
+            owed, followed = False, time.monotonic()
+            passed = batches.follow(batches.proven_silver, took)
+            if passed is not None:
+                yield from batches.follow_events(passed)
+
+        def due() -> bool:
+            return owed and time.monotonic() - followed >= config.follow_every_s
+
         # The first pass brings the path up to bronze even with nothing pending: a run that
         # died after a commit left the tables after it behind.
         catch_up = True
-        try:
-            while done < config.max_batches and time.monotonic() - began < config.max_seconds:
-                for lane in lanes:
-                    yield from lane.drain(context.log.info)
-                if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
-                    beat = time.monotonic()
-                    _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
-                # Once Kafka answered, a broker that goes away (a restart) costs a retry.
-                ingested = batches.ingest(ride_over=not catch_up)
-                if ingested.version is None and not catch_up:
+        while done < config.max_batches and time.monotonic() - began < config.max_seconds:
+            if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
+                beat = time.monotonic()
+                _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
+            # Once Kafka answered, a broker that goes away (a restart) costs a retry.
+            ingested = batches.ingest(ride_over=not catch_up)
+            took: dict[str, float] = {}
+            if ingested.version is None and not catch_up:
+                if due():
+                    yield from follow(took)
+                    context.log.info(f"follow pass while idle: {_seconds(took)}")
+                else:
                     time.sleep(config.poll_s)
-                    continue
-                catch_up = False
-                took: dict[str, float] = {}
-                yield from batches.front(ingested, took)
-                for lane in lanes:
-                    lane.submit(batches.proven_silver)
-                done += 1
-                _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
-                context.log.info(
-                    f"batch {done}: {ingested.records} records, seconds "
-                    + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
-                )
-                faults.crash_point(AFTER_BATCH)
-        except Exception:
-            # The passes in flight consume a proven version: let them finish and log them.
-            for lane in lanes:
-                yield from lane.close(context.log.info)
-            raise
-        for lane in lanes:
-            yield from lane.close(context.log.info)
+                continue
+            catch_up = False
+            yield from batches.front(ingested, took)
+            passed = batches.kpis(batches.proven_silver, took)
+            if passed is not None:
+                yield from batches.kpi_events(passed)
+            owed = True
+            if due():
+                yield from follow(took)
+            done += 1
+            _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
+            context.log.info(f"batch {done}: {ingested.records} records, {_seconds(took)}")
+            faults.crash_point(AFTER_BATCH)
+        if owed:  # the run ends with the follow steps up to the last batch
+            took = {}
+            yield from follow(took)
+            context.log.info(f"follow pass at the end: {_seconds(took)}")
         context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
         yield dg.Output(done, metadata={"batches": done})
 
@@ -153,6 +164,10 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         kpi_batches()
 
     return continuous_kpis
+
+
+def _seconds(took: dict[str, float]) -> str:
+    return "seconds " + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
 
 
 def _tag(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:

@@ -99,8 +99,8 @@ class Batches:
     proven_silver: int | None = None
     serve_pending: bool = True  # the first KPI pass serves even when nothing changed
     follow_pending: bool = True  # the first follow pass computes the SQL KPIs even so
-    # The checks that block nothing are evaluated by the follow lane at most this often, once
-    # the KPI lane has served; ``checked`` has the metadata of each one's last pass.
+    # The checks that block nothing are evaluated by the follow steps at most this often, once
+    # the KPI tables were served; ``checked`` has the metadata of each one's last pass.
     checks_every_s: float = 60.0
     checked_at: float | None = None
     checked: dict[dg.AssetCheckKey, dict[str, Any] | None] = field(default_factory=dict)
@@ -183,8 +183,8 @@ class Batches:
 
     def kpis(self, upto: int | None, took: dict[str, float]) -> "KpiPass | None":
         """The stream's KPI tables brought up to silver version ``upto`` (one a blocking check
-        proved), then its DuckDB serving; None when there was nothing to do. Makes no Dagster
-        call: it runs in the KPI worker's thread (``kpi_events`` logs the pass).
+        proved), then its DuckDB serving; None when there was nothing to do (``kpi_events``
+        logs the pass).
 
         Raises:
             dg.Failure: a step failed, in one line.
@@ -223,8 +223,7 @@ class Batches:
     def follow(self, upto: int | None, took: dict[str, float]) -> "FollowPass | None":
         """The entity state and the windows (with their late events, at the declared size and
         grace) brought up to silver version ``upto``, then the SQL KPI tables computed over
-        them and served; None when there was nothing to do. Makes no Dagster call
-        (``follow_events`` logs it).
+        them and served; None when there was nothing to do (``follow_events`` logs it).
 
         Raises:
             dg.Failure: a step failed, in one line.
@@ -349,8 +348,8 @@ class Batches:
             )
 
     def _or_fail(self, step: Callable[[], T]) -> T:
-        """``run_or_fail`` with this loop's session: a Spark Connect session is active in the
-        thread that made it only, and the KPI steps run in threads of their own.
+        """``run_or_fail`` with this loop's session, so a lost Spark Connect server is told
+        apart from a failing step.
 
         Raises:
             dg.Failure: the step's one line (a lost Spark server's too).

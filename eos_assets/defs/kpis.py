@@ -10,9 +10,9 @@ of the served copy, and the alerts declared over them.
   entity tables, per touched time bucket or whole (``lib/derived/sql_kpi_tables.py``).
 - ``<stream>/serving/kpis``: the served KPI tables kept from the events, in DuckDB as
   ``<stream>.<kpi>``, upserted with the Delta version each reflects (``lib/serving/serving.py``);
-  it is on the path a run takes first (and the KPI lane of a continuous stream).
+  it is on the path a run takes first (and that a continuous stream takes at every batch).
 - ``<stream>/serving/sql_kpis``: the served SQL KPI tables, replaced whole the same way; they
-  follow the windows and the entity state (the follow lane of a continuous stream).
+  follow the windows and the entity state (the follow steps of a continuous stream).
 - ``duckdb_matches_delta`` on each: the served copies equal their Delta tables.
 - ``<stream>/outbound/kpi_alerts`` and ``no_alert_stuck_in_flight``: the declared alert rules
   over final rows, delivered over HTTP with an idempotency key, every attempt in a ledger.

@@ -94,7 +94,7 @@ def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
         keys = [e.asset_materialization.asset_key for e in done if e.asset_materialization]
         for key in (RAW_EVENTS, EVENTS, KPI_WINDOW, KPI_DAILY, SERVING_KPI):
             assert keys.count(key) == 2, (key, keys)
-        # The follow lane: at least once, at most once a batch (passes may take several).
+        # The follow steps: at least once, at most once a batch.
         for key in (ORDER_STATE, WINDOW_AGGREGATES, LATE_EVENTS, REVENUE_BY_HOUR, SQL_SERVING):
             assert 1 <= keys.count(key) <= 2, (key, keys)
         bronze = [
@@ -110,7 +110,7 @@ def test_a_continuous_run_loops_batches_logs_them_and_ends_by_itself(
         named = [(v.asset_key, v.check_name, v.passed) for v in evaluations]  # type: ignore[union-attr]
         for key in (OFFSETS_CONTIGUOUS_KEY, EVENT_ID_UNIQUE_KEY):
             assert named.count((key.asset_key, key.name, True)) == 2, named
-        # The checks that block nothing, evaluated by the follow lane once the KPIs are served
+        # The checks that block nothing, evaluated by the follow steps once the KPIs are served
         sql_served = dg.AssetCheckKey(SQL_SERVING, SERVING_RECONCILE_KEY.name)
         for key in (WINDOWS_RECONCILE_KEY, SERVING_RECONCILE_KEY, sql_served):
             assert (key.asset_key, key.name, True) in named, named
@@ -155,7 +155,7 @@ def test_the_continuous_demo_loops_beside_a_paced_producer_and_serves_every_even
     options = DemoOptions(count=0, partitions=3, seed=11, rate=300.0)
     summary = run_continuous_demo(options, seconds=2.0, drain_s=20.0)
     assert "of orders_continuous_kpis" in summary and "batch 1: " in summary, summary
-    assert "KPIs up to silver version" in summary, summary
+    assert ", kpis " in summary and ", entity_state " in summary, summary
     (manifest,) = (tmp_path / "state" / "manifests").glob("demo-continuous-*.jsonl")
     size = timedelta(minutes=5)  # the loop's default window
     assert_kpi_path(str(lake), expected([read_manifest(manifest)], size, size), warehouse)

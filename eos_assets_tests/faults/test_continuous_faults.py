@@ -154,10 +154,10 @@ def test_the_spark_server_killed_under_a_continuous_run_fails_it_in_one_line_the
     monkeypatch: pytest.MonkeyPatch,
     ledger: Ledger,
 ) -> None:
-    """The server dies while the run's KPI lane is inside gold/views_by_hour, between its two
+    """The server dies while the run's KPI step is inside gold/views_by_hour, between its two
     commits (its distinct values committed, its rows not), and records arrive: the run fails
     with the server's one line; after ``eos-assets spark up`` the next run makes every table
-    exact. (The KPI lane's last commits need no server, so the records sent while the run
+    exact. (The KPI step's last commits need no server, so the records sent while the run
     waits are what make a Spark call certain after the kill.)"""
     d, topic = views(deployment)
     _, manifest = produced(topic, count=900, seed=63, **VIEWS_MIX)

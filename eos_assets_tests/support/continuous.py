@@ -59,7 +59,7 @@ def assert_kpi_path(lake_root: str, want: Expected, warehouse: Path) -> None:
     graph.assert_served(lake_root, warehouse, windows, daily)
 
 
-# What the follow lane's tables hold that depends on how batches were cut (which versions a
+# What the follow steps' tables hold that depends on how batches were cut (which versions a
 # throttled pass took together): the entity's latest event id among events of one time, a
 # window's revisions, whether an event came late and the watermark a row was written at.
 FOLLOW_BOOKKEEPING = {
