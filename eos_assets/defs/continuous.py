@@ -8,9 +8,9 @@ DuckDB serving, each logged as a materialization or check evaluation of its asse
 ``follow_every_s`` a batch then also brings the entity state, the windows and the SQL KPI tables
 up to the same proven silver version (the follow steps). The steps run one after the other in
 the op's thread: on a 2-core machine, a KPI pass overlapping the next batch's silver, or the
-follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that fails, fails the run with its one line. The run ends by itself
-after ``max_seconds`` or ``max_batches``; the stream's keeper sensor (``continuous_sensor.py``)
-starts the next one.
+follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that
+fails, fails the run with its one line. The run ends by itself after ``max_seconds`` or
+``max_batches``; the stream's keeper sensor (``continuous_sensor.py``) starts the next one.
 
 The run records its process (``eos/pid``, ``eos/host``), a heartbeat and the time of its last
 batch as run tags: the keeper sensor tells a dead run from a live one by them, and the lag
