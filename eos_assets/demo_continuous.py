@@ -77,7 +77,7 @@ def run_continuous_demo(options: DemoOptions, seconds: float, drain_s: float = D
     said = [
         e.user_message
         for e in instance.all_logs(result.run_id)
-        if e.user_message.startswith(("batch ", "follow pass "))
+        if e.user_message.startswith(("batch ", "follow step "))
     ]
     shown = said if len(said) <= SHOWN else [*said[: SHOWN // 2], "...", *said[-SHOWN // 2 :]]
     batches = sum(line.startswith("batch ") for line in said)

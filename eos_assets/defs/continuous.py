@@ -5,10 +5,10 @@ The run polls bronze's positions against Kafka's last stable offsets every ``pol
 as committed records are pending (no threshold) it runs a batch (``continuous_batch.py``):
 bronze, its blocking check, silver/events, its blocking check, the declared KPI tables and their
 DuckDB serving, each logged as a materialization or check evaluation of its asset. At most every
-``follow_every_s`` a batch then also brings the entity state, the windows and the SQL KPI tables
-up to the same proven silver version (the follow steps). The steps run one after the other in
-the op's thread: on a 2-core machine, a KPI pass overlapping the next batch's silver, or the
-follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that
+``follow_every_s`` a follow pass brings the entity state, the windows and the SQL KPI tables up
+to a proven silver version, one step after each batch's KPI tables. The steps run one after the
+other in the op's thread: on a 2-core machine, a KPI pass overlapping the next batch's silver,
+or the follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that
 fails, fails the run with its one line. The run ends by itself after ``max_seconds`` or
 ``max_batches``; the stream's keeper sensor (``continuous_sensor.py``) starts the next one.
 
@@ -26,7 +26,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from eos_assets.defs.continuous_batch import Batches, Event
+from eos_assets.defs.continuous_batch import Batches, Event, Step
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib import faults
@@ -103,19 +103,18 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
         batches.checks_every_s = config.checks_every_s
         done, beat = 0, 0.0
-        # The follow steps owe a pass once a batch moved silver; they run at most every
-        # ``follow_every_s``, after a batch's KPI tables, or while the loop idles.
-        owed, followed = False, float("-inf")
+        # A batch that moved silver owes a follow pass; a pass starts at most every
+        # ``follow_every_s``, and its steps run one a batch (after its KPI tables), or one a
+        # poll while the loop idles, so none holds up a batch for the whole pass.
+        owed, began_pass, steps = False, float("-inf"), list[Step]()
 
         def follow(took: dict[str, float]) -> Iterator[Event]:
-            nonlocal owed, followed
-            owed, followed = False, time.monotonic()
-            passed = batches.follow(batches.proven_silver, took)
-            if passed is not None:
-                yield from batches.follow_events(passed)
-
-        def due() -> bool:
-            return owed and time.monotonic() - followed >= config.follow_every_s
+            nonlocal owed, began_pass
+            if not steps and owed and time.monotonic() - began_pass >= config.follow_every_s:
+                owed, began_pass = False, time.monotonic()
+                steps.extend(batches.follow_steps(batches.proven_silver))
+            if steps:
+                yield from steps.pop(0)(took)
 
         # The first pass brings the path up to bronze even with nothing pending: a run that
         # died after a commit left the tables after it behind.
@@ -128,9 +127,9 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             ingested = batches.ingest(ride_over=not catch_up)
             took: dict[str, float] = {}
             if ingested.version is None and not catch_up:
-                if due():
-                    yield from follow(took)
-                    context.log.info(f"follow pass while idle: {_seconds(took)}")
+                yield from follow(took)
+                if took:
+                    context.log.info(f"follow step while idle: {_seconds(took)}")
                 else:
                     time.sleep(config.poll_s)
                 continue
@@ -140,16 +139,17 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
             if passed is not None:
                 yield from batches.kpi_events(passed)
             owed = True
-            if due():
-                yield from follow(took)
+            yield from follow(took)
             done += 1
             _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
             context.log.info(f"batch {done}: {ingested.records} records, {_seconds(took)}")
             faults.crash_point(AFTER_BATCH)
-        if owed:  # the run ends with the follow steps up to the last batch
+        # The run ends with the follow steps up to its last batch.
+        began_pass = float("-inf")
+        while steps or owed:
             took = {}
             yield from follow(took)
-            context.log.info(f"follow pass at the end: {_seconds(took)}")
+            context.log.info(f"follow step at the end: {_seconds(took)}")
         context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
         yield dg.Output(done, metadata={"batches": done})
 

@@ -41,11 +41,8 @@ from eos_assets.defs.stream import Stream
 from eos_assets.lib.checks.contiguity import contiguity_of
 from eos_assets.lib.checks.increment import Checked
 from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived.entity_state import EntityStateOutcome
 from eos_assets.lib.derived.kpi_tables import KpiOutcome
 from eos_assets.lib.derived.silver_events import update_events
-from eos_assets.lib.derived.sql_kpi_tables import SqlKpiOutcome
-from eos_assets.lib.derived.window_aggregates import WindowsOutcome
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.retry import while_unreachable
 from eos_assets.lib.serving.serving import MirrorOutcome
@@ -58,18 +55,8 @@ T = TypeVar("T")
 
 # What a batch yields, as its asset or check would have.
 Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
-
-
-@dataclass(frozen=True)
-class FollowPass:
-    """What one pass over the entity state, the windows, the SQL KPI tables and their
-    serving did."""
-
-    entity: EntityStateOutcome | None
-    windows: WindowsOutcome
-    sql: dict[str, SqlKpiOutcome]
-    served: MirrorOutcome | None
-    checks: list[dg.AssetCheckEvaluation]
+# One step of a follow pass: it runs, adds its seconds to the dict, yields its events.
+Step = Callable[[dict[str, float]], Iterator[Event]]
 
 
 @dataclass(frozen=True)
@@ -220,50 +207,69 @@ class Batches:
             metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
             yield self._materialized(self.stream.kpis, metadata)
 
-    def follow(self, upto: int | None, took: dict[str, float]) -> "FollowPass | None":
-        """The entity state and the windows (with their late events, at the declared size and
-        grace) brought up to silver version ``upto``, then the SQL KPI tables computed over
-        them and served; None when there was nothing to do (``follow_events`` logs it).
+    def follow_steps(self, upto: int | None) -> list[Step]:
+        """The follow steps of one pass, each run at a batch of its own (a pass of them
+        together held up a batch for 8-16 s): the entity state, then the windows with their
+        late events (at the declared size and grace), each brought up to silver version
+        ``upto``; then the SQL KPI tables computed over them and served, and the checks that
+        block nothing when due. Each yields its assets' materializations (none for a table
+        that did not move, but at a run's first pass).
 
         Raises:
             dg.Failure: a step failed, in one line.
         """
         stream = self.stream
-        entity = None
-        if stream.entity is not None:
-            entity = self._timed(
+        first, moved = self.follow_pending, [False]
+        self.follow_pending = False
+
+        def entity(took: dict[str, float]) -> Iterator[Event]:
+            done = self._timed(
                 took,
                 "entity_state",
                 lambda: self._or_fail(lambda: fold_entities(stream, self.spark, self.lake, upto)),
             )
-        windows = self._timed(
-            took,
-            "windows",
-            lambda: self._or_fail(
-                lambda: aggregate(stream, self.spark, self.lake, stream.window, upto)
-            ),
-        )
-        changed = windows.version is not None or (entity is not None and entity.version is not None)
-        if not changed and not self.follow_pending:
-            return None
-        self.follow_pending = False
-        sql: dict[str, SqlKpiOutcome] = {}
-        served = None
-        if stream.sql_kpis:
-            sql = self._timed(
+            moved[0] |= done.version is not None
+            if first or done.version is not None:
+                metadata = entity_state_metadata(self.context, done)
+                yield self._materialized(stream.entity_state, metadata)
+
+        def windows(took: dict[str, float]) -> Iterator[Event]:
+            done = self._timed(
                 took,
-                "sql_kpis",
-                lambda: self._or_fail(lambda: kpi_defs.update_sql(stream, self.spark, self.lake)),
+                "windows",
+                lambda: self._or_fail(
+                    lambda: aggregate(stream, self.spark, self.lake, stream.window, upto)
+                ),
             )
-        if stream.served_sql:
-            served = self._timed(took, "serve_sql", lambda: self._serve(kpi_defs.SQL))
-        checks = []
-        if self.served_once and (
-            self.checked_at is None or time.monotonic() - self.checked_at >= self.checks_every_s
-        ):
-            checks = self._timed(took, "checks", self._nonblocking_checks)
-            self.checked_at = time.monotonic()
-        return FollowPass(entity, windows, sql, served, checks)
+            moved[0] |= done.version is not None
+            if first or done.version is not None:
+                for result in window_events(stream, self.context, done, stream.window):
+                    yield self._as_event(result)
+
+        def sql(took: dict[str, float]) -> Iterator[Event]:
+            if not (first or moved[0]):
+                return
+            if stream.sql_kpis:
+                done = self._timed(
+                    took,
+                    "sql_kpis",
+                    lambda: self._or_fail(
+                        lambda: kpi_defs.update_sql(stream, self.spark, self.lake)
+                    ),
+                )
+                for result in kpi_defs.sql_kpi_events(stream, done):
+                    yield self._as_event(result)
+            if stream.served_sql:
+                served = self._timed(took, "serve_sql", lambda: self._serve(kpi_defs.SQL))
+                metadata = kpi_defs.serving_metadata(self.context, served, self.warehouse.path)
+                yield self._materialized(stream.sql_serving, metadata)
+            if self.served_once and (
+                self.checked_at is None or time.monotonic() - self.checked_at >= self.checks_every_s
+            ):
+                yield from self._timed(took, "checks", self._nonblocking_checks)
+                self.checked_at = time.monotonic()
+
+        return [entity, windows, sql] if stream.entity is not None else [windows, sql]
 
     def _nonblocking_checks(self) -> list[dg.AssetCheckEvaluation]:
         """``final_windows_match_silver`` from where its last passing evaluation left off,
@@ -290,21 +296,6 @@ class Batches:
                 self.checked[key] = _values(result.metadata)
             evaluations.append(evaluation)
         return evaluations
-
-    def follow_events(self, done: "FollowPass") -> Iterator[Event]:
-        """A follow pass's materializations, as the assets would have logged them."""
-        stream = self.stream
-        if done.entity is not None:
-            metadata = entity_state_metadata(self.context, done.entity)
-            yield self._materialized(stream.entity_state, metadata)
-        for result in window_events(stream, self.context, done.windows, stream.window):
-            yield self._as_event(result)
-        for result in kpi_defs.sql_kpi_events(stream, done.sql):
-            yield self._as_event(result)
-        if done.served is not None:
-            metadata = kpi_defs.serving_metadata(self.context, done.served, self.warehouse.path)
-            yield self._materialized(stream.sql_serving, metadata)
-        yield from done.checks
 
     def _as_event(self, result: dg.MaterializeResult) -> dg.AssetMaterialization:
         assert result.asset_key is not None
