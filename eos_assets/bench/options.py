@@ -9,8 +9,9 @@ from eos_assets.lib.errors import ConfigError
 
 # In the order they run; each can be selected alone with --only.
 STAGES = ("ingest", "memory", "graph", "peer", "incremental", "checks", "freshness")
-# Stages that run only when named, and alone (``cluster_bench.py``: a 3-node cluster of its own).
-ALONE = ("cluster",)
+# Stages that run only when named, and alone (``cluster_bench.py``: a 3-node cluster of its own;
+# ``continuous``: the freshness stage's continuous streams and Kafka Streams, nothing else).
+ALONE = ("cluster", "continuous")
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ def bench_options(args: argparse.Namespace) -> BenchOptions:
     if unknown:
         known = ", ".join((*STAGES, *ALONE))
         raise ConfigError(f"unknown stage(s) {', '.join(unknown)}: choose from {known}")
-    if set(only) & set(ALONE) and len(only) > 1:
-        raise ConfigError(f"--only {','.join(only)}: {', '.join(ALONE)} runs alone")
+    alone = [s for s in only if s in ALONE]
+    if alone and len(only) > 1:
+        raise ConfigError(f"--only {','.join(only)}: {alone[0]} runs alone")
     if min(args.events, args.big, args.batch, args.backlog, args.producers, args.repeats) < 1:
         raise ConfigError(
             "--events, --big, --batch, --backlog, --producers and --repeats must be >= 1"

@@ -20,7 +20,7 @@ from eos_assets.bench import (
     stages,
     structured,
 )
-from eos_assets.bench.freshness import freshness_stage
+from eos_assets.bench.freshness import continuous_stage, freshness_stage
 from eos_assets.bench.lake import (
     BRONZE,
     DERIVED,
@@ -31,7 +31,7 @@ from eos_assets.bench.lake import (
     start_spark,
 )
 from eos_assets.bench.machine import machine_info
-from eos_assets.bench.options import ALONE, BenchOptions
+from eos_assets.bench.options import BenchOptions
 from eos_assets.bench.report import BenchReport, Measurement, update_doc
 from eos_assets.bench.stream import PARTITIONS, Stream, bench_kafka
 from eos_assets.bench.warm_graph import warm_graph_lines
@@ -55,8 +55,11 @@ def run_bench(options: BenchOptions) -> BenchReport:
             if options.lake is not None:
                 for line in lake_s3.lake_stage(options, work, bootstrap, client):
                     report.add(line)
-            elif options.only == ALONE:
+            elif options.only == ("cluster",):
                 for line in cluster_bench.cluster_stage(options, work, bootstrap, client):
+                    report.add(line)
+            elif options.only == ("continuous",):
+                for line in continuous_stage(bootstrap, client, work / "freshness", options):
                     report.add(line)
             elif options.only != ("freshness",):
                 _measured(options, report, work, bootstrap, client)

@@ -1,4 +1,5 @@
-"""``eos-assets bench --only``: the cluster stage runs only when named, and alone."""
+"""``eos-assets bench --only``: the cluster and continuous stages run only when named, and
+alone."""
 
 import argparse
 
@@ -14,10 +15,13 @@ def _options(*argv: str):
     return bench_options(parser.parse_args(list(argv)))
 
 
-def test_the_cluster_stage_is_not_a_default_and_runs_alone() -> None:
+def test_the_cluster_and_continuous_stages_are_not_defaults_and_run_alone() -> None:
     assert _options().only == STAGES and not _options().runs("cluster")
+    assert not _options().runs("continuous")
     assert _options("--only", "cluster").only == ("cluster",)
     with pytest.raises(ConfigError, match="cluster runs alone"):
         _options("--only", "cluster,ingest")
-    with pytest.raises(ConfigError, match=r"choose from .*freshness, cluster"):
+    with pytest.raises(ConfigError, match="continuous runs alone"):
+        _options("--only", "freshness,continuous")
+    with pytest.raises(ConfigError, match=r"choose from .*freshness, cluster, continuous"):
         _options("--only", "clusters")

@@ -19,11 +19,17 @@ touched entities (files pruned by key statistics), combines them, and upserts th
 delta-rs merge that carries the consumed silver version as its ``txn``.
 """
 
+# pyright: reportAttributeAccessIssue=false
+# (pyarrow.compute creates its kernels at import time, so pyright cannot see them.)
+
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -141,33 +147,24 @@ def _step(
     attempt: incremental.Attempt,
     outcome: EntityStateOutcome,
 ) -> None:
-    events = increments.read_files(
-        spark,
-        attempt.increment.files,
-        delta_io.spark_schema(stored_schema(attempt.upstream)),
-        "silver_version",
-    ).where(F.col(spec.key).isNotNull())
-    batch = entity_states(events, spec).cache()
-    try:
-        bounds = batch.agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min(spec.key).alias("low"),
-            F.max(spec.key).alias("high"),
-            F.sum("_events").alias("events"),
-        ).first()
-        rows = spec.schema.empty_table()
-        if bounds is not None and bounds["n"]:
-            outcome.entities_touched, outcome.events = int(bounds["n"]), int(bounds["events"])
-            # Only files whose key range can hold a touched entity are read.
-            predicate = (
-                f"{spec.key} >= {_literal(bounds['low'])} AND "
-                f"{spec.key} <= {_literal(bounds['high'])}"
-            )
-            files = delta_io.data_files(attempt.target, predicate)
-            current = delta_io.read_spark(spark, [f.uri for f in files], spec.schema)
-            rows = combine(current, batch.drop("_events"), spec).toArrow()
-    finally:
-        batch.unpersist()
+    files = attempt.increment.files
+    stored = stored_schema(attempt.upstream)
+    # The touched keys' bounds and counts come from the key column, read with Arrow on the
+    # driver; Spark then runs one job, the fold of the batch joined with the current rows.
+    keys = _keys(files, stored, spec.key)
+    rows = spec.schema.empty_table()
+    if len(keys):
+        outcome.entities_touched, outcome.events = pc.count_distinct(keys).as_py(), len(keys)
+        bounds = pc.min_max(keys)
+        low, high = (_literal(bounds[k].as_py()) for k in ("min", "max"))
+        # Only files whose key range can hold a touched entity are read.
+        predicate = f"{spec.key} >= {low} AND {spec.key} <= {high}"
+        current_files = delta_io.data_files(attempt.target, predicate)
+        current = delta_io.read_spark(spark, [f.uri for f in current_files], spec.schema)
+        events = increments.read_files(
+            spark, files, delta_io.spark_schema(stored), "silver_version"
+        ).where(F.col(spec.key).isNotNull())
+        rows = combine(current, entity_states(events, spec), spec).toArrow()
     outcome.seconds["compute"] = time.monotonic() - attempt.started
     faults.crash_point(BEFORE_MERGE)
     began = time.monotonic()
@@ -187,8 +184,19 @@ def _step(
     outcome.seconds["merge"] = time.monotonic() - began
 
 
+def _keys(files: Sequence[increments.AddedFile], stored: pa.Schema, key: str) -> pa.Array:
+    """The entity key of every event of the silver ``files`` that has one."""
+    if not files:
+        return pa.array([], stored.field(key).type)
+    fs, _ = pafs.FileSystem.from_uri(delta_io.as_uri(files[0].uri))
+    paths = [pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))[1] for f in files]
+    schema = pa.schema([stored.field(key)])
+    column = pads.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table()
+    return pc.drop_null(column.column(key).combine_chunks())
+
+
 def entity_states(events: DataFrame, spec: EntitySpec) -> DataFrame:
-    """The state of each entity over ``events`` alone, plus ``_events``: how many it folded.
+    """The state of each entity over ``events`` alone.
 
     ``silver_version`` is the latest of the events'.
     """
@@ -209,12 +217,10 @@ def entity_states(events: DataFrame, spec: EntitySpec) -> DataFrame:
     grouped = events.groupBy(spec.key).agg(
         F.max(latest).alias("_latest"),
         *aggregates,
-        F.count(F.lit(1)).alias("_events"),
         F.max("silver_version").alias("silver_version"),
     )
-    return grouped.select(
-        spec.key, "_latest.*", *[c for c in grouped.columns if c not in (spec.key, "_latest")]
-    ).select(*spec.schema.names, "_events")
+    others = [spec.key, *[f.name for f in spec.folds if f.fold != "latest" and f.name != LAST_TIME]]
+    return grouped.select("_latest.*", *others, "silver_version").select(*spec.schema.names)
 
 
 def combine(current: DataFrame, batch: DataFrame, spec: EntitySpec) -> DataFrame:
