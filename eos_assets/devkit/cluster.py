@@ -130,9 +130,10 @@ def start_cluster(
     return info
 
 
-def restart_node(info: ClusterInfo, node_id: int, timeout: float = 120.0) -> ClusterInfo:
+def restart_node(info: ClusterInfo, node_id: int, timeout: float = 300.0) -> ClusterInfo:
     """Start node ``node_id`` again on its data and ports (after ``kill_node``); return the
-    cluster with its new process once it has started."""
+    cluster with its new process once it has started (or fail after ``timeout`` seconds: on a
+    2-core machine at a load average of 19, a node took 120 s to start again)."""
     java, classpath = broker.java_and_classpath()
     old = info.node(node_id)
     folder = Path(old.data_dir)
