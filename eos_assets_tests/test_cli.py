@@ -68,7 +68,13 @@ def test_produce_to_the_broker_a_stream_declares(
     argv = ["produce", "--topic", topic, "--count", "20", "--bootstrap", kafka_bootstrap]
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith(f"20 records to {topic} (1 partitions)")
-    assert len(read_committed(topic)) == 20
+    # A committed transaction's markers reach the partition just after the commit returns:
+    # until then its last stable offset (what a read_committed reader reads up to) is behind.
+    deadline, records = time.monotonic() + 30, read_committed(topic)
+    while len(records) < 20 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = read_committed(topic)
+    assert len(records) == 20
 
 
 def test_broker_up_status_down(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
