@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -188,11 +186,8 @@ def _keys(files: Sequence[increments.AddedFile], stored: pa.Schema, key: str) ->
     """The entity key of every event of the silver ``files`` that has one."""
     if not files:
         return pa.array([], stored.field(key).type)
-    fs, _ = pafs.FileSystem.from_uri(delta_io.as_uri(files[0].uri))
-    paths = [pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))[1] for f in files]
-    schema = pa.schema([stored.field(key)])
-    column = pads.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table()
-    return pc.drop_null(column.column(key).combine_chunks())
+    column = increments.read_columns(files, pa.schema([stored.field(key)])).column(key)
+    return pc.drop_null(column.combine_chunks())
 
 
 def entity_states(events: DataFrame, spec: EntitySpec) -> DataFrame:

@@ -21,12 +21,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from eos_assets.lib.delta.delta_io import as_uri
 from eos_assets.lib.delta.delta_log import file_uri, log_actions
 from eos_assets.lib.errors import EosError
 
@@ -42,6 +46,14 @@ class AddedFile:
     size: int
     records: int | None
     partition_values: Mapping[str, str | None]
+
+
+def read_columns(files: Sequence[AddedFile], schema: pa.Schema) -> pa.Table:
+    """The ``schema`` columns of the upstream ``files`` (at least one), read with Arrow on the
+    driver; a column a file was written without reads as null, as Spark's reader does."""
+    fs, _ = pafs.FileSystem.from_uri(as_uri(files[0].uri))
+    paths = [pafs.FileSystem.from_uri(as_uri(f.uri))[1] for f in files]
+    return pads.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table()
 
 
 # Below this many rows an increment is computed in one Spark task: with no shuffle its job is

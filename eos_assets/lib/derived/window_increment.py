@@ -14,12 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 
 from eos_assets.lib.contract.stream_shape import WindowShape
-from eos_assets.lib.delta import delta_io
-from eos_assets.lib.derived.increments import AddedFile
+from eos_assets.lib.derived.increments import AddedFile, read_columns
 from eos_assets.lib.derived.windows import NO_VALUE
 
 
@@ -33,10 +30,8 @@ def touched_windows(
         return []
     dims = list(shape.dimensions)
     schema = pa.schema([stored.field(n) for n in ("bronze_version", "event_time", *dims)])
-    fs, _ = pafs.FileSystem.from_uri(delta_io.as_uri(files[0].uri))
-    paths = [pafs.FileSystem.from_uri(delta_io.as_uri(f.uri))[1] for f in files]
     # A file written before a dimension was declared reads it as null, as Spark's reader does.
-    rows = pads.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table()
+    rows = read_columns(files, schema)
     us = pc.cast(rows.column("event_time"), pa.int64())
     size = pa.scalar(size_us, pa.int64())
     # The start of the window: us - pmod(us, size), in integers as Spark computes it.
