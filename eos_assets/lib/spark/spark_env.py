@@ -38,6 +38,11 @@ LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 # twice in ``toArrow`` with "TaskResultLost (result lost from block manager)", and passing the
 # result directly (up to Spark's RPC message limit, 128 MiB) does not store it anywhere.
 DIRECT_RESULT = "spark.task.maxDirectResultSize"
+# delta-spark rebuilds a table's snapshot (the log replayed into its file list) in this many
+# tasks, 50 by default: on local[2] that is 1.5-3.5 s per snapshot of a table of 2-4 versions,
+# and each new version needs a new one. One task per slot took the snapshot reads of the
+# interop lake's tables from 10-28 s to 1.4-6.3 s.
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 
 def local_slots(master: str) -> int | None:
@@ -120,8 +125,9 @@ def spark_config(
         # 0.6-0.9 s for the 57 silver files of a window recompute on a loaded local[2], where
         # the driver lists local files in milliseconds. On S3 the job's parallel requests pay.
         config[LISTING_THRESHOLD] = "10000"
-    if local_slots(master) is not None:
+    if (slots := local_slots(master)) is not None:
         config[DIRECT_RESULT] = "128m"
+        config[SNAPSHOT_PARTITIONS] = str(slots)
     if lake_store.is_s3(root):
         s3_jars = jars.classpath("s3")
         config["spark.driver.extraClassPath"] = s3_jars

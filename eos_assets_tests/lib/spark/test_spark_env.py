@@ -15,6 +15,7 @@ from eos_assets.lib.spark import jars
 from eos_assets.lib.spark.spark_env import (
     DELTA_CATALOG,
     DELTA_EXTENSION,
+    SNAPSHOT_PARTITIONS,
     local_slots,
     spark_config,
 )
@@ -83,3 +84,8 @@ def test_a_local_master_gives_its_task_slots() -> None:
     ]
     assert local_slots("local[*]") == len(os.sched_getaffinity(0))
     assert local_slots("spark://host:7077") is None and local_slots("yarn") is None
+
+
+def test_a_local_session_rebuilds_a_delta_snapshot_in_one_task_per_slot() -> None:
+    assert spark_config("local[2]")[SNAPSHOT_PARTITIONS] == "2"
+    assert SNAPSHOT_PARTITIONS not in spark_config("spark://host:7077")
