@@ -94,9 +94,9 @@ postgres:
 
 # Each test's setup, call and teardown seconds go to $(TEST_OUTPUT)/durations.tsv (slowest
 # first, then each module's total); the 40 slowest are printed at the end as well.
-# TEST_WORKERS processes run the tests (pytest-xdist; 0: one process): the fault tests stay in
-# one worker, one after another, with every test of the cluster and of the Spark server; the S3
-# server's tests in one worker; a module's tests in one (eos_assets_tests/conftest.py).
+# TEST_WORKERS processes run the tests (pytest-xdist; 0: one process): every test of the cluster
+# and of the Spark server in one worker, one after another; the S3 server's tests in one worker;
+# a module's tests in one (eos_assets_tests/conftest.py).
 TEST_OUTPUT := .eos/test-output
 TEST_WORKERS ?= 2
 test: spark-archive jars-s3 chromium postgres

@@ -49,19 +49,17 @@ SERVICE_MODULES = frozenset(
 )
 
 
-# Worker groups of ``pytest -n N --dist loadgroup`` (``make test``): the fault tests, with every
-# test of the session's cluster or Spark server, run one after another in one worker (the
-# services start once, and no two fault scenarios share the cores); the tests of the S3 server
-# in one worker; every other test in the worker of its module, which starts its fixtures once.
-SERIAL_FIXTURES = frozenset({"kafka_cluster", "spark_server_state"})
+# Worker groups of ``pytest -n N --dist loadgroup`` (``make test``): every test of the session's
+# cluster or Spark server runs in one worker (each service starts once per session); the tests of
+# the S3 server in one worker; every other test in the worker of its module, which starts its
+# fixtures once.
+SHARED_SERVICES = {"kafka_cluster": "cluster", "spark_server_state": "cluster", "s3_server": "s3"}
 
 
 def worker_group(item: pytest.Item, fixtures: set[str]) -> str:
     """The worker group of a test."""
-    module = item.nodeid.split("::")[0]
-    if module.startswith("eos_assets_tests/faults/") or SERIAL_FIXTURES & fixtures:
-        return "faults"
-    return "s3" if "s3_server" in fixtures else module
+    groups = [group for name, group in SHARED_SERVICES.items() if name in fixtures]
+    return groups[0] if groups else item.nodeid.split("::")[0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
