@@ -1,10 +1,11 @@
 """The ``eos-assets`` command: the embedded broker, the local Spark server, the demo producer,
-the local S3 server, the demo, the bench and the Java parts (``jars``).
+the local S3 server, the local schema registry, the demo, the bench and the Java parts (``jars``).
 
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning the exit
 code; ``build_parser`` wires them up, so a new subcommand is a parser plus one function. The
-local services (the broker, the Spark server) share ``up``, ``down`` and ``status``: each is a
-``LocalService`` the parser hands to ``cmd_up``, ``cmd_down`` and ``cmd_status``.
+local services (the broker, the Spark server, the S3 server, the schema registry) share ``up``,
+``down`` and ``status``: each is a ``LocalService`` the parser hands to ``cmd_up``, ``cmd_down``
+and ``cmd_status``.
 """
 
 import argparse
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo_options import DemoOptions
-from eos_assets.devkit import broker, cluster, cluster_security, s3server
+from eos_assets.devkit import broker, cluster, cluster_security, registry, s3server
 from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import ConfigError, EosError
 from eos_assets.settings import Settings, read_jars_root
@@ -93,6 +94,19 @@ def _s3_exports(settings: Settings, port: int) -> str:
 S3 = LocalService("s3", _s3_exports, s3server.down, _s3_where)
 
 
+def _registry_where(state_dir: Path) -> str | None:
+    info = registry.registry_status(state_dir)
+    return info and f"running at {info.url} (pid {info.pid}, data {info.data_dir})"
+
+
+REGISTRY = LocalService(
+    "registry",
+    lambda settings, port: registry.up(Path(settings.state_dir), port=port).url,
+    registry.down,
+    _registry_where,
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = build_parser().parse_args(argv)
@@ -154,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
             "port (default: any free one)",
         ),
         "stop it (its data is kept)",
+    )
+    _service_parser(
+        commands,
+        REGISTRY,
+        "a local schema registry (Apicurio Registry, Confluent-compatible API; Java 21+)",
+        ("start it (or find it running) and print its URL", "port (default: the previous or any)"),
+        "stop it (its schemas are kept)",
     )
 
     prod = commands.add_parser(
@@ -255,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--peers", action="store_true", help="also the bench's peers (Spark's Kafka source, "
         "Kafka Streams)"
     )  # fmt: skip
+    fetch.add_argument(
+        "--registry", action="store_true", help="also the local schema registry (about 160 MB)"
+    )
     fetch.set_defaults(handler=cmd_jars)
 
     commands.add_parser(
@@ -333,7 +357,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
     from eos_assets.devkit import maven
 
     root = (args.dir or read_jars_root()).resolve()
-    fetched = maven.fetch(maven.wanted(args.s3, args.peers), root)
+    fetched = maven.fetch(maven.wanted(args.s3, args.peers, args.registry), root)
     print(f"{root} ({'fetched ' + ', '.join(fetched) if fetched else 'up to date'})")
     return 0
 

@@ -45,7 +45,14 @@ SERVICE_FIXTURES = frozenset(
 )
 # Modules whose tests start a broker, a JVM or a Spark server of their own, without a fixture.
 SERVICE_MODULES = frozenset(
-    {"test_broker", "test_cli", "test_spark_cds", "test_spark_connect", "test_bronze_asset"}
+    {
+        "test_broker",
+        "test_cli",
+        "test_spark_cds",
+        "test_spark_connect",
+        "test_bronze_asset",
+        "test_registry",
+    }
 )
 
 

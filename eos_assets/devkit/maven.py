@@ -4,12 +4,15 @@ folder (``EOS_JARS_DIR``, a checkout's ``.jars``, else the user's cache: ``setti
 One folder per pom of ``eos_assets/maven/`` (shipped with the package): ``kafka`` (the
 embedded broker and Kafka's tools) and ``delta`` (Delta for Spark) always; ``s3`` (Spark's
 s3a, about 690 MB) and ``s3proxy`` (the local S3 server) for a lake on S3; ``spark-kafka`` and
-``kafka-streams`` for the bench's peers. A folder is fetched again only when its pom changed.
+``kafka-streams`` for the bench's peers; ``registry`` (Apicurio Registry's distribution, unpacked
+into ``registry/app``) for the local schema registry. A folder is fetched again only when its pom
+changed.
 """
 
 import hashlib
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,12 +22,17 @@ POMS = Path(__file__).resolve().parents[1] / "maven"
 BASE = ("kafka", "delta")
 S3 = ("s3", "s3proxy")
 PEERS = ("spark-kafka", "kafka-streams")
+REGISTRY = ("registry",)
+# The folder a fetched distribution (a .tar.gz) is unpacked into, inside its pom's folder.
+UNPACKED = "app"
 
 
-def wanted(s3: bool, peers: bool) -> list[str]:
-    """The poms to fetch: the base ones, with those of a lake on S3 and of the bench's peers
-    when asked."""
-    return [*BASE, *(S3 if s3 else ()), *(PEERS if peers else ())]
+def wanted(s3: bool, peers: bool, registry: bool = False) -> list[str]:
+    """The poms to fetch: the base ones, with those of a lake on S3, of the bench's peers and
+    of the schema registry when asked."""
+    return [
+        *BASE, *(S3 if s3 else ()), *(PEERS if peers else ()), *(REGISTRY if registry else ()),
+    ]  # fmt: skip
 
 
 def fetch(names: Sequence[str], root: Path) -> list[str]:
@@ -62,6 +70,10 @@ def fetch(names: Sequence[str], root: Path) -> list[str]:
                 f"Maven could not fetch the jars of {pom} ({cause}): check that Maven Central "
                 "is reachable (or Maven's proxy settings), then run `eos-assets jars` again"
             )
+        for archive in folder.glob("*.tar.gz"):
+            with tarfile.open(archive) as packed:
+                packed.extractall(folder / UNPACKED, filter="data")
+            archive.unlink()
         (folder / ".installed").write_text(digest)
     return list(stale)
 

@@ -1,6 +1,8 @@
 """TCP ports on 127.0.0.1 for the local services (the embedded broker, the Spark server)."""
 
+import contextlib
 import socket
+from pathlib import Path
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -20,3 +22,12 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def previous_port(saved: Path) -> int:
+    """The port a service recorded in ``saved`` when it is free again, else 0 (any): what was
+    configured to reach it before a restart still does."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        previous = int(saved.read_text())
+        return previous if port_free(previous) else 0
+    return 0

@@ -11,10 +11,11 @@ from eos_assets.lib.errors import ConfigError
 from eos_assets.settings import read_jars_root
 
 
-def test_the_s3_and_peer_jars_only_when_asked_and_every_pom_ships_with_the_package() -> None:
+def test_optional_jars_only_when_asked_and_every_pom_ships_with_the_package() -> None:
     assert maven.wanted(s3=False, peers=False) == ["kafka", "delta"]
     assert set(maven.wanted(s3=True, peers=False)) == {"kafka", "delta", "s3", "s3proxy"}
-    for name in maven.wanted(s3=True, peers=True):
+    assert maven.wanted(s3=False, peers=False, registry=True) == ["kafka", "delta", "registry"]
+    for name in maven.wanted(s3=True, peers=True, registry=True):
         assert (maven.POMS / name / "pom.xml").is_file(), name
 
 

@@ -16,6 +16,7 @@ _OPTION = {
     "s3proxy": " --s3",
     "spark-kafka": " --peers",
     "kafka-streams": " --peers",
+    "registry": " --registry",
 }
 
 
@@ -27,11 +28,28 @@ def jar_dir(name: str) -> Path:
     """
     folder = read_jars_root() / name
     if not any(folder.glob("*.jar")):
-        raise ConfigError(
-            f"the {name} jars are missing in {folder}: run `eos-assets jars{_OPTION.get(name, '')}`"
-            " (it fetches them there with Maven), or set EOS_JARS_DIR to where they are"
-        )
+        raise _missing(name, folder)
     return folder
+
+
+def distribution(name: str, marker: str) -> Path:
+    """Return the folder of pom ``name``'s unpacked distribution: the one holding ``marker``.
+
+    Raises:
+        ConfigError: it was never installed (one line with the fix).
+    """
+    folder = read_jars_root() / name
+    found = sorted(folder.glob(f"*/**/{marker}"))
+    if not found:
+        raise _missing(name, folder)
+    return found[0].parent
+
+
+def _missing(name: str, folder: Path) -> ConfigError:
+    return ConfigError(
+        f"the {name} jars are missing in {folder}: run `eos-assets jars{_OPTION.get(name, '')}`"
+        " (it fetches them there with Maven), or set EOS_JARS_DIR to where they are"
+    )
 
 
 def classpath(name: str) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 from eos_assets.lib.errors import JavaMissingError
 
 MIN_VERSION = 17
+# Where Debian and the JDK packages of Adoptium install their runtimes, one folder each.
+JVM_ROOT = Path("/usr/lib/jvm")
 _VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
 _INSTALL = "install a Java 17 runtime (Debian: apt-get install openjdk-17-jre-headless)"
 
@@ -62,3 +64,28 @@ def java_version(java: str) -> int | None:
         return None
     major = int(match.group(1))
     return int(match.group(2) or 0) if major == 1 else major
+
+
+def require_newer_java(user: str, minimum: int) -> str:
+    """Return a ``java`` of version ``minimum`` or newer for a service this package starts
+    itself: the one ``require_java`` finds when it is recent enough, else the newest under
+    ``JVM_ROOT``.
+
+    Raises:
+        JavaMissingError: none is recent enough (one line with the fix).
+    """
+    try:
+        found: str | None = require_java(user)
+    except JavaMissingError:
+        found = None
+    if found is not None and (java_version(found) or 0) >= minimum:
+        return found
+    versions = {str(java): java_version(str(java)) or 0 for java in JVM_ROOT.glob("*/bin/java")}
+    newest = max(versions, key=versions.__getitem__, default=None)
+    if newest is not None and versions[newest] >= minimum:
+        return newest
+    seen = f"Java {java_version(found)} ({found})" if found else "no Java"
+    raise JavaMissingError(
+        f"{user} needs Java {minimum} or newer; found {seen} and none newer under {JVM_ROOT}: "
+        "install one and set JAVA_HOME"
+    )

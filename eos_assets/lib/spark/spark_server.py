@@ -26,7 +26,7 @@ from pathlib import Path
 
 from eos_assets.lib import lake_store, local_process
 from eos_assets.lib.errors import ConfigError, EosError, SparkServerError
-from eos_assets.lib.ports import free_port, port_free
+from eos_assets.lib.ports import free_port, port_free, previous_port
 from eos_assets.lib.service_wait import start_and_wait
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import PARALLELISM, local_slots, spark_config
@@ -157,12 +157,7 @@ def up(state_dir: Path, master: str = "local[*]", port: int = 0) -> ServerInfo:
         return running
     folder = state_dir / "spark"
     saved = folder / "port"
-    if not port:
-        # The previous port when free: run config written before a restart still points here.
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            previous = int(saved.read_text())
-            port = previous if port_free(previous) else 0
-    info = start_server(folder, master=master, port=port)
+    info = start_server(folder, master=master, port=port or previous_port(saved))
     saved.write_text(info.url.rsplit(":", 1)[1])
     local_process.write_record(_state_file(state_dir), info)
     return info
