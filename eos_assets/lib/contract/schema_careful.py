@@ -38,20 +38,25 @@ _INT64_DIGITS = 20  # characters of the longest int64 token, -922337203685477580
 _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
-class _Number(str):
+class Number(str):
     """A JSON number token exactly as written."""
 
     __slots__ = ()
 
 
-class _Object(dict):
+class JsonObject(dict):
     """A JSON object that remembers which keys it held more than once."""
 
     __slots__ = ("duplicates",)
 
 
-def _object(pairs: list[tuple[str, object]]) -> _Object:
-    obj = _Object(pairs)
+def as_object(members: dict[str, object]) -> JsonObject:
+    """``members`` as a parsed JSON object (no key twice)."""
+    return _object(list(members.items()))
+
+
+def _object(pairs: list[tuple[str, object]]) -> JsonObject:
+    obj = JsonObject(pairs)
     obj.duplicates = frozenset()
     if len(obj) != len(pairs):
         counts = Counter(key for key, _ in pairs)
@@ -65,8 +70,8 @@ def _reject_constant(name: str) -> object:
 
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object,
-    parse_float=_Number,
-    parse_int=_Number,
+    parse_float=Number,
+    parse_int=Number,
     parse_constant=_reject_constant,
 )
 
@@ -85,22 +90,25 @@ def careful_fields(contract: Contract, value: bytes | None) -> tuple[object, ...
     """Return the fields table row of one Kafka value."""
     slots = layout(contract).slots
     if value is None:
-        return _failed(contract, f"{Malformed.NULL_VALUE}: the record has no value (a tombstone)")
+        return failed_row(contract, None)
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return _failed(contract, f"{Malformed.INVALID_UTF8}: {exc.reason} at byte {exc.start}")
+        return failed_row(contract, f"{Malformed.INVALID_UTF8}: {exc.reason} at byte {exc.start}")
     doc, problem = _load(text, slots)
     if problem is not None:
-        return _failed(contract, f"{Malformed.INVALID_JSON}: {problem}")
-    if not isinstance(doc, _Object):
-        return _failed(contract, f"{Malformed.NOT_AN_OBJECT}: the value is a JSON {_kind(doc)}")
-    read = [_read(slot, doc.get(slot.key)) for slot in slots]
+        return failed_row(contract, f"{Malformed.INVALID_JSON}: {problem}")
+    if not isinstance(doc, JsonObject):
+        return failed_row(contract, f"{Malformed.NOT_AN_OBJECT}: the value is a JSON {_kind(doc)}")
+    read = [read_slot(slot, doc.get(slot.key)) for slot in slots]
     kinds = [kind for slot, (_, kind) in zip(slots, read, strict=True) if slot.checked]
     return (None, *(value for value, _ in read), *kinds)
 
 
-def _failed(contract: Contract, error: str) -> tuple[object, ...]:
+def failed_row(contract: Contract, error: str | None) -> tuple[object, ...]:
+    """The fields table row of a record that fails as a whole with ``error``."""
+    if error is None:
+        error = f"{Malformed.NULL_VALUE}: the record has no value (a tombstone)"
     return (error, *[None] * (len(layout(contract).schema) - 1))
 
 
@@ -123,7 +131,7 @@ def _load(text: str, slots: Sequence[Slot]) -> tuple[object, str | None]:
         return None, too_deep
     if "\\u" in text and _has_lone_surrogate(doc):
         return None, "a string holds an unpaired UTF-16 surrogate escape"
-    if isinstance(doc, _Object) and doc.duplicates:
+    if isinstance(doc, JsonObject) and doc.duplicates:
         twice = next((s.key for s in slots if s.key in doc.duplicates), None)
         if twice is not None:
             return None, f'duplicate key "{twice}"'
@@ -151,7 +159,7 @@ def _has_lone_surrogate(doc: object) -> bool:
 
 
 def _kind(value: object) -> str:
-    if type(value) is _Number:
+    if type(value) is Number:
         return "number"
     if isinstance(value, bool):
         return "boolean"
@@ -159,17 +167,19 @@ def _kind(value: object) -> str:
         return "object"
     if isinstance(value, list):
         return "array"
+    if isinstance(value, bytes):  # a value of a registry format: JSON has none
+        return "bytes"
     return "string" if isinstance(value, str) else "null"
 
 
-def _read(slot: Slot, value: object) -> tuple[object, str | None]:
+def read_slot(slot: Slot, value: object) -> tuple[object, str | None]:
     """Return (value, None) when of the slot's kind, else (None or its JSON text, kind found)."""
     if value is None:
         return None, None
     kind = _kind(value)
     if kind != slot.kind:
         return (_json_text(value), None) if slot.text else (None, kind)
-    if type(value) is not _Number:
+    if type(value) is not Number:
         return value, None
     if slot.long:
         number = _long(value)
@@ -181,8 +191,8 @@ def _read(slot: Slot, value: object) -> tuple[object, str | None]:
 def _long(token: str) -> int | None:
     """The exact int64 value of a JSON number token, or None when it is not one."""
     if "." not in token and "e" not in token and "E" not in token:
-        if len(token) > _INT64_DIGITS:  # also keeps int() below its digit limit
-            return None
+        if len(token) > _INT64_DIGITS or not token.lstrip("-").isdigit():
+            return None  # also keeps int() below its digit limit; nan and inf are no long
         number = int(token)
     else:
         exact = Decimal(token)
@@ -200,6 +210,8 @@ def _json_text(value: object) -> str:
         return "{" + ",".join(members) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_json_text(v) for v in value) + "]"
-    if type(value) is _Number:
+    if type(value) is Number:
         return str(value)
+    if isinstance(value, bytes):  # as Avro's JSON encoding writes bytes: one char a byte
+        return json.dumps(value.decode("latin-1"), ensure_ascii=False)
     return json.dumps(value, ensure_ascii=False)
