@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from eos_assets.devkit import broker
 from eos_assets.settings import Settings
@@ -72,13 +73,19 @@ def worker_group(item: pytest.Item, fixtures: set[str]) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that needs a service (``make test-fast`` runs the others), and name the
     worker group of each (used only when the tests run in parallel workers)."""
+    grouped = config.getvalue("loadgroup")  # set in a worker of ``--dist loadgroup``
     for item in items:
         module = getattr(item, "module", None)
         own = module is not None and module.__name__.rpartition(".")[2] in SERVICE_MODULES
         fixtures: set[str] = set(getattr(item, "fixturenames", ()))
         if own or SERVICE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.services)
-        item.add_marker(pytest.mark.xdist_group(worker_group(item, fixtures)))
+        group = worker_group(item, fixtures)
+        if grouped:
+            # The scheduler groups the tests whose ids end in the same "@group". pytest-xdist
+            # 3.8 writes that suffix where pytest 9 no longer reads the id from: without this,
+            # every test was scheduled alone and each worker started every shared service.
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture(scope="session")

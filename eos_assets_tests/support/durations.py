@@ -22,9 +22,11 @@ class Durations:
         self.outcomes: dict[str, str] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.times[report.nodeid][report.when] = report.duration
+        # A test's id without the "@group" suffix of its worker group (conftest.py).
+        node = report.nodeid.rsplit("@", 1)[0] if "@" in report.nodeid else report.nodeid
+        self.times[node][report.when] = report.duration
         if report.when == "call" or report.outcome != "passed":
-            self.outcomes[report.nodeid] = report.outcome
+            self.outcomes[node] = report.outcome
 
     def pytest_sessionfinish(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
