@@ -53,6 +53,7 @@ SERVICE_MODULES = frozenset(
         "test_spark_connect",
         "test_bronze_asset",
         "test_registry",
+        "test_schema_registry",
     }
 )
 
@@ -73,7 +74,7 @@ def worker_group(item: pytest.Item, fixtures: set[str]) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that needs a service (``make test-fast`` runs the others), and name the
     worker group of each (used only when the tests run in parallel workers)."""
-    grouped = config.getvalue("loadgroup")  # set in a worker of ``--dist loadgroup``
+    grouped = config.getoption("loadgroup", False)  # True in a worker of ``--dist loadgroup``
     for item in items:
         module = getattr(item, "module", None)
         own = module is not None and module.__name__.rpartition(".")[2] in SERVICE_MODULES
