@@ -43,6 +43,10 @@ class SparkServerError(EosError):
     """The Spark Connect server a run uses stopped answering (or was never there)."""
 
 
+class RegistryError(EosError):
+    """The schema registry of a stream did not answer, refused the credentials, or failed."""
+
+
 class DataLossError(EosError):
     """Kafka deleted records (retention, delete-records) before the ingest read them."""
 
@@ -70,6 +74,7 @@ def raised_in(text: str) -> EosError | None:
             BrokerUnreachable,
             JavaMissingError,
             DataLossError,
+            RegistryError,
         )
     }
     return kinds.get(name, EosError)(message.strip())
