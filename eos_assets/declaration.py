@@ -107,6 +107,13 @@ class FieldType(StrEnum):
     TIMESTAMP = "timestamp"
 
 
+class ValueFormat(StrEnum):
+    """How a stream's Kafka values are encoded."""
+
+    JSON = "json"  # a JSON object
+    AVRO = "avro"  # Avro framed by a schema registry (a magic byte 0, the schema id, the record)
+
+
 class TimeFormat(StrEnum):
     """How the event-time field is written in the JSON value."""
 
@@ -164,12 +171,20 @@ class PayloadField(_Strict):
         default=None,
         description="For a string: the only values allowed; any other makes the record malformed.",
     )
+    path: str | None = Field(
+        default=None,
+        description="For an avro stream: the field of the record read into this column, names "
+        "joined by dots (customer.id); default the column's name",
+    )
 
 
 class EventIdField(_Strict):
     """Where the event's unique id is: the key of deduplication."""
 
-    field: str = Field(description="name of the JSON field holding a non-empty string id")
+    field: str = Field(
+        description="name of the JSON field holding a non-empty string id (an avro stream: a "
+        "field of the record, names joined by dots for a nested one)"
+    )
 
 
 class EventTimeField(_Strict):
@@ -315,6 +330,11 @@ class StreamModel(_Strict):
         description="where a partition never read starts: earliest, latest, or an ISO-8601 "
         "time (the first offset at or after it)",
     )
+    format: ValueFormat = Field(
+        default=ValueFormat.JSON,
+        description="json: each value is a JSON object; avro: an Avro record framed by the "
+        "schema registry of EOS_SCHEMA_REGISTRY_URL, read with its own writer's schema",
+    )
     event_id: EventIdField
     event_time: EventTimeField
     payload: dict[str, PayloadField] = Field(
@@ -417,6 +437,21 @@ def check(model: StreamModel, source: str) -> None:
     for name, spec in fields.items():
         if spec.values is not None and spec.type != FieldType.STRING:
             fail(f"payload.{name}.values", "only a string field lists values", "remove values")
+        if spec.path is not None and model.format == ValueFormat.JSON:
+            fail(
+                f"payload.{name}.path",
+                "reads a field of an avro record",
+                "remove it (a json stream reads the top-level key of the column's name) or "
+                "declare format: avro",
+            )
+        if spec.path is not None and not all(spec.path.split(".")):
+            fail(
+                f"payload.{name}.path",
+                f"{spec.path!r} is not field names joined by dots",
+                "write e.g. customer.id",
+            )
+    if model.format == ValueFormat.AVRO and "schema_id" in fields:
+        fail("payload.schema_id", "is a column every avro stream has", "rename the field")
     _check_reserved(model, fail)
 
     def known(field: str, where: str, numeric: bool = False) -> None:

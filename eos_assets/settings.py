@@ -44,6 +44,9 @@ class Settings:
         agg_out_topic: Kafka topic that window revisions are published to; ``{stream}`` in
             it stands for the stream's name (``KafkaResource.agg_out_topic_of``).
         alert_url: HTTP endpoint that KPI alerts are delivered to; None records them only.
+        schema_registry_url: the schema registry of registry-framed streams (the base URL of
+            its Confluent API); None: the local one of ``eos-assets registry up``.
+        schema_registry_username: its basic-auth user (with ``schema_registry_password``).
     """
 
     kafka_bootstrap: str | None = None
@@ -57,6 +60,9 @@ class Settings:
     kafka_client: Mapping[str, str] = field(default_factory=dict)
     agg_out_topic: str = AGG_OUT_TOPIC
     alert_url: str | None = None
+    schema_registry_url: str | None = None
+    schema_registry_username: str | None = None
+    schema_registry_password: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -77,6 +83,9 @@ class Settings:
             kafka_client=kafka_client_properties(env),
             agg_out_topic=env.get("EOS_AGG_OUT_TOPIC") or AGG_OUT_TOPIC,
             alert_url=env.get("EOS_ALERT_URL") or None,
+            schema_registry_url=env.get("EOS_SCHEMA_REGISTRY_URL") or None,
+            schema_registry_username=env.get("EOS_SCHEMA_REGISTRY_USERNAME") or None,
+            schema_registry_password=env.get("EOS_SCHEMA_REGISTRY_PASSWORD") or None,
         )
 
     def table_uri(self, *key: str) -> str:

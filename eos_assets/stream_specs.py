@@ -71,9 +71,11 @@ def contract(stream: StreamModel) -> Contract:
                 type=str(field.type),
                 required=field.required,
                 values=tuple(field.values) if field.values is not None else None,
+                path=field.path,
             )
             for name, field in stream.payload.items()
         ),
+        format=str(stream.format),
     )
 
 

@@ -27,6 +27,7 @@ pytest_plugins = [
     "eos_assets_tests.support.s3",
     "eos_assets_tests.support.durations",
     "eos_assets_tests.support.ledger",
+    "eos_assets_tests.support.registry",
 ]
 
 
@@ -42,6 +43,7 @@ SERVICE_FIXTURES = frozenset(
         "chromium",
         "postgres",
         "s3_server",
+        "schema_registry",
     }
 )
 # Modules whose tests start a broker, a JVM or a Spark server of their own, without a fixture.
@@ -53,16 +55,20 @@ SERVICE_MODULES = frozenset(
         "test_spark_connect",
         "test_bronze_asset",
         "test_registry",
-        "test_schema_registry",
     }
 )
 
 
 # Worker groups of ``pytest -n N --dist loadgroup`` (``make test``): every test of the session's
 # cluster or Spark server runs in one worker (each service starts once per session); the tests of
-# the S3 server in one worker; every other test in the worker of its module, which starts its
-# fixtures once.
-SHARED_SERVICES = {"kafka_cluster": "cluster", "spark_server_state": "cluster", "s3_server": "s3"}
+# the S3 server in one worker, those of the schema registry in one; every other test in the
+# worker of its module, which starts its fixtures once.
+SHARED_SERVICES = {
+    "kafka_cluster": "cluster",
+    "spark_server_state": "cluster",
+    "s3_server": "s3",
+    "schema_registry": "registry",
+}
 
 
 def worker_group(item: pytest.Item, fixtures: set[str]) -> str:

@@ -14,7 +14,7 @@ from eos_assets.lib.delta import delta_io
 from eos_assets.lib.errors import BrokerError, EosError, TopicMissingError
 from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_bronze
 from eos_assets.lib.kafka.kafka_admin import quiet_logger, topic_metadata
-from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.kafka import KafkaResource, registry_config
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.spark import spark_session
 
@@ -107,6 +107,7 @@ def raw_events_asset(stream: Stream) -> dg.AssetsDefinition:
                 options,
                 lake.storage_options,
                 contract=stream.contract,
+                registry=registry_config() if stream.contract.registry else None,
             )
         except TopicMissingError as exc:
             # A stream whose topics are not created yet is skipped; one that bronze has read

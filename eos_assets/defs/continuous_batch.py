@@ -47,7 +47,7 @@ from eos_assets.lib.ingest.ingest import IngestOptions, IngestOutcome, ingest_br
 from eos_assets.lib.kafka.retry import while_unreachable
 from eos_assets.lib.serving.serving import MirrorOutcome
 from eos_assets.lib.spark.spark_modes import server_lost
-from eos_assets.resources.kafka import KafkaResource
+from eos_assets.resources.kafka import KafkaResource, registry_config
 from eos_assets.resources.lake import LakeResource
 from eos_assets.resources.warehouse import WarehouseResource
 
@@ -124,6 +124,7 @@ class Batches:
                 self.options,
                 self.lake.storage_options,
                 contract=stream.contract,
+                registry=registry_config() if stream.contract.registry else None,
             )
 
         warn = self.context.log.warning

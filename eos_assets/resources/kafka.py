@@ -6,8 +6,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from eos_assets.devkit import broker
+from eos_assets.devkit import broker, registry
+from eos_assets.lib.errors import ConfigError
 from eos_assets.lib.kafka.kafka_admin import matching_topics
+from eos_assets.lib.schema_registry import RegistryConfig
 from eos_assets.settings import AGG_OUT_TOPIC, Settings
 
 # Seconds to list the broker's topics for a topic pattern.
@@ -91,3 +93,24 @@ def bootstrap_servers(settings: Settings) -> str:
     if settings.kafka_bootstrap:
         return settings.kafka_bootstrap
     return broker.embedded_bootstrap(Path(settings.state_dir))
+
+
+def registry_config(settings: Settings | None = None) -> RegistryConfig:
+    """The schema registry of registry-framed streams: ``EOS_SCHEMA_REGISTRY_URL`` (its user
+    and password from ``EOS_SCHEMA_REGISTRY_USERNAME`` and ``_PASSWORD``, read at run time and
+    never shown), else the local registry of ``eos-assets registry up``.
+
+    Raises:
+        ConfigError: neither is set up.
+    """
+    settings = settings or Settings.from_env()
+    url = settings.schema_registry_url
+    if url is None:
+        local = registry.registry_status(Path(settings.state_dir))
+        if local is None:
+            raise ConfigError(
+                "a stream is declared format avro and no schema registry is set: set "
+                "EOS_SCHEMA_REGISTRY_URL, or start the local one with eos-assets registry up"
+            )
+        url = local.url
+    return RegistryConfig(url, settings.schema_registry_username, settings.schema_registry_password)

@@ -98,6 +98,32 @@ def test_an_unknown_field_type(load: Loader) -> None:
     assert error.field == "payload.amount.type" and "'double'" in error.problem
 
 
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        ({"format": "protobuf"}, "format", "'json'"),
+        ({"payload.amount.path": "total.value"}, "payload.amount.path", "reads a field of an avro"),
+        ({"format": "avro", "payload.amount.path": "total..value"}, "payload.amount.path",
+         "'total..value' is not field names joined by dots"),
+        ({"format": "avro", "payload.schema_id": {"type": "long"}}, "payload.schema_id",
+         "is a column every avro stream has"),
+    ],
+)  # fmt: skip
+def test_a_wrong_value_format_is_one_line(
+    load: Loader, change: dict[str, object], field: str, problem: str
+) -> None:
+    document = orders()
+    attributes = document["attributes"]
+    for path, value in change.items():
+        *parents, name = path.split(".")
+        target = attributes
+        for parent in parents:
+            target = target[parent]
+        target[name] = value
+    error = refused(load, {"orders": document})
+    assert error.field == field and problem in error.problem, error
+
+
 def test_a_misspelt_attribute(load: Loader) -> None:
     document = orders()
     document["attributes"]["windwos"] = document["attributes"].pop("windows")

@@ -1,10 +1,9 @@
-"""The writer schemas of registry-framed values, from the real registry of
-``eos-assets registry up``: a topic's subject fetched once on the driver, any other id fetched
-once per process, 404 as "no such schema", and one line naming the URL for anything else."""
+"""The writer schemas of registry-framed values, from the session's real registry: a topic's
+subject fetched once on the driver, any other id fetched once per process, 404 as "no such
+schema", and one line naming the URL for anything else."""
 
 import base64
 import http.server
-import json
 import threading
 import urllib.error
 import urllib.request
@@ -14,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from eos_assets.devkit import registry
 from eos_assets.lib import schema_registry
 from eos_assets.lib.contract.avro_careful import AvroInvalid, Reader, decode
 from eos_assets.lib.errors import RegistryError, raised_in
 from eos_assets.lib.ports import free_port
 from eos_assets.lib.schema_registry import RegistryConfig, prefetch
+from eos_assets_tests.support.registry import register
 
 V1 = {"type": "record", "name": "Click", "fields": [{"name": "id", "type": "string"}]}
 V2 = {
@@ -29,27 +28,9 @@ V2 = {
 OTHER = {"type": "record", "name": "Other", "fields": [{"name": "n", "type": "long"}]}
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A registry of its own: these tests register schemas and count its requests."""
-    info = registry.start_registry(tmp_path_factory.mktemp("registry"))
-    try:
-        yield info.url
-    finally:
-        registry.stop_registry(info)
-
-
-def register(url: str, subject: str, schema: object, kind: str | None = None) -> int:
-    body: dict[str, object] = {"schema": schema if isinstance(schema, str) else json.dumps(schema)}
-    if kind:
-        body["schemaType"] = kind
-    request = urllib.request.Request(
-        f"{url}/subjects/{subject}/versions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)["id"]
+@pytest.fixture
+def url(schema_registry: str) -> str:
+    return schema_registry
 
 
 def read(reader: Reader | None, payload: bytes) -> object:

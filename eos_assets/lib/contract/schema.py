@@ -4,8 +4,13 @@ Every record is kept: ``key`` and ``value`` hold the raw bytes (extra JSON field
 the contract's fields are parsed next to them, and ``error`` is null for a valid record or
 ``"<code>: <detail>"`` for a malformed one (``contract.Malformed``, ``contract.field_code``).
 The detail names the JSON field as the contract declares it. The columns (``bronze_schema``):
-``topic, partition, offset, kafka_timestamp, key, value, event_id, event_time``, the payload
-fields in declared order, ``schema_version, error``.
+``topic, partition, offset, kafka_timestamp, key, value``, then ``schema_id`` for a stream whose
+values a schema registry frames, ``event_id, event_time``, the payload fields in declared order,
+``schema_version, error``.
+
+A registry-framed value (``registry_fields``) is read with the schema of its own id, then its
+fields exactly as below; its record-level codes are ``null_value`` > ``not_framed`` >
+``unknown_schema_id`` > ``invalid_avro`` > ``not_an_object``, then the field codes below.
 
 When a record has several problems, the first in this order is reported:
 ``null_value`` > ``invalid_utf8`` > ``invalid_json`` > ``not_an_object`` > ``missing_event_id``
@@ -41,13 +46,14 @@ checks below run vectorised on their common output, so a record gets the same ro
 import functools
 import json
 from collections.abc import Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos_assets.lib.contract.contract import Malformed, field_code
+from eos_assets.lib.contract.registry_fields import extract_registry, schema_id
 from eos_assets.lib.contract.schema_bulk import extract_fields
 from eos_assets.lib.contract.schema_fields import (
     ARROW,
@@ -74,9 +80,13 @@ from eos_assets.lib.contract.stream_shape import (
     PayloadField,
 )
 
+if TYPE_CHECKING:
+    from eos_assets.lib.schema_registry import SchemaBook
+
 # A payload field's bronze type: as the fields table reads it, but a timestamp is parsed.
 _ARROW = {**ARROW, TIMESTAMP: UTC_MICROS}
 _INT32 = (-(2**31), 2**31 - 1)
+SCHEMA_ID = "schema_id"  # the registry's id of a value's writer schema (registry streams only)
 _QUOTE_LIMIT = 80  # characters of an offending value quoted in an error
 
 
@@ -91,6 +101,7 @@ def bronze_schema(contract: Contract) -> pa.Schema:
             ("kafka_timestamp", UTC_MICROS),
             ("key", pa.binary()),
             ("value", pa.binary()),
+            *([(SCHEMA_ID, pa.int32())] if contract.registry else []),
             (ID_COLUMN, pa.string()),
             (TIME_COLUMN, UTC_MICROS),
             *[(f.name, _ARROW[f.type]) for f in contract.fields],
@@ -108,6 +119,7 @@ def to_bronze_table(
     timestamps_ms: Sequence[int],
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
+    schemas: "SchemaBook | None" = None,
 ) -> pa.Table:
     """Turn one batch of Kafka records of one topic-partition into bronze rows.
 
@@ -119,12 +131,14 @@ def to_bronze_table(
         timestamps_ms: the Kafka timestamp of each record, in milliseconds since the epoch.
         keys: the raw key of each record; None for a record without key.
         values: the raw value of each record; None for a tombstone.
+        schemas: the writer schemas of a stream framed by a schema registry.
 
     Returns:
         A table of ``bronze_schema(contract)`` with one row per record, in input order.
 
     Raises:
-        ValueError: the sequences differ in length.
+        ValueError: the sequences differ in length, or a registry stream has no ``schemas``.
+        RegistryError: the registry was asked for a schema and did not answer.
     """
     n = len(values)
     if not len(offsets) == len(timestamps_ms) == len(keys) == n:
@@ -133,7 +147,15 @@ def to_bronze_table(
             f"({len(offsets)}, {len(timestamps_ms)}, {len(keys)}, {n}): pass one entry per record"
         )
     value_array = pa.array(values, pa.binary())
-    fields, _ = extract_fields(contract, values, value_array)
+    registry: dict[str, pa.Array] = {}
+    if contract.registry:
+        if schemas is None:
+            raise ValueError(f"a stream of format {contract.format} needs its schema book")
+        ids = {i for v in values if v is not None and isinstance(i := schema_id(v), int)}
+        readers = schemas.readers(ids)
+        fields, registry[SCHEMA_ID] = extract_registry(contract, values, readers, schemas.unknown)
+    else:
+        fields, _ = extract_fields(contract, values, value_array)
     millis = pa.array(timestamps_ms, pa.int64())
     millis = pc.if_else(pc.less(millis, 0), pa.scalar(None, pa.int64()), millis)
     columns = {
@@ -143,6 +165,7 @@ def to_bronze_table(
         "kafka_timestamp": pc.multiply_checked(millis, 1000).cast(UTC_MICROS),
         "key": pa.array(keys, pa.binary()),
         "value": value_array,
+        **registry,
         **_checked_fields(contract, fields),
     }
     schema = bronze_schema(contract)

@@ -106,7 +106,7 @@ def layout(contract: Contract) -> Layout:
         checked = f.required or (f.type == STRING and f.values is not None)
         text = f.type == STRING and not checked
         slots.append(
-            Slot(f.name, f.name, JSON_KIND[f.type], ARROW[f.type], checked=checked, text=text)
+            Slot(f.key, f.name, JSON_KIND[f.type], ARROW[f.type], checked=checked, text=text)
         )
     slots.append(Slot(SCHEMA_VERSION, SCHEMA_VERSION, "number", pa.float64()))
     keys = [s.key for s in slots]

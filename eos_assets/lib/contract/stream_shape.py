@@ -21,6 +21,8 @@ STRING, LONG, DOUBLE, BOOLEAN, TIMESTAMP = "string", "long", "double", "boolean"
 FIELD_TYPES = (STRING, LONG, DOUBLE, BOOLEAN, TIMESTAMP)
 # How the event time is written (the declaration's ``TimeFormat`` values).
 ISO8601, EPOCH_MILLIS, EPOCH_SECONDS = "iso8601", "epoch_millis", "epoch_seconds"
+# How a stream's values are encoded (the declaration's ``ValueFormat`` values).
+JSON, AVRO = "json", "avro"
 TIME_FORMATS = (ISO8601, EPOCH_MILLIS, EPOCH_SECONDS)
 # Window aggregates (the declaration's ``Aggregate`` values).
 COUNT, COUNT_DISTINCT, SUM, MIN, MAX = "count", "count_distinct", "sum", "min", "max"
@@ -39,6 +41,12 @@ class PayloadField:
     type: str
     required: bool = False
     values: tuple[str, ...] | None = None
+    path: str | None = None  # an avro stream's field of the record, when not ``name``
+
+    @property
+    def key(self) -> str:
+        """What the field is read from: its JSON key, or its path in an avro record."""
+        return self.path or self.name
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,12 @@ class Contract:
     time_field: str
     time_format: str
     fields: tuple[PayloadField, ...]
+    format: str = JSON  # how the values are encoded: json, or avro framed by a schema registry
+
+    @property
+    def registry(self) -> bool:
+        """Whether the values are framed by a schema registry (each with its schema id)."""
+        return self.format != JSON
 
     @property
     def names(self) -> tuple[str, ...]:

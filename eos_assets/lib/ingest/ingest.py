@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from eos_assets.lib import faults
-from eos_assets.lib.contract.schema import bronze_schema
+from eos_assets.lib.contract.schema import SCHEMA_ID, bronze_schema
 from eos_assets.lib.contract.stream_shape import Contract
 from eos_assets.lib.delta import delta_io, txn_ids
 from eos_assets.lib.delta.txn_ids import partition_app
-from eos_assets.lib.errors import DataLossError, EosError, raised_in
+from eos_assets.lib.errors import ConfigError, DataLossError, EosError, raised_in
 from eos_assets.lib.ingest.ranges import (
     OffsetRange,
     PartitionPlan,
@@ -47,6 +48,7 @@ from eos_assets.lib.ingest.reader import WrittenFile, read_range_to_file, reader
 from eos_assets.lib.kafka.kafka_offsets import commit_advisory, partition_bounds
 from eos_assets.lib.kafka.retry import retry_seconds
 from eos_assets.lib.kafka.starts import EARLIEST, SKIP_REASON, never_read_starts
+from eos_assets.lib.schema_registry import RegistryConfig, SchemaBook, prefetch
 from eos_assets.lib.spark import spark_modes
 
 log = logging.getLogger(__name__)
@@ -165,8 +167,12 @@ def ingest_bronze(
     storage_options: Mapping[str, str] | None = None,
     *,
     contract: Contract,
+    registry: RegistryConfig | None = None,
 ) -> IngestOutcome:
     """Ingest every committed record of ``topics`` not yet in the table, exactly once.
+
+    A stream whose values a schema registry frames (``contract.registry``) needs ``registry``:
+    each run fetches its topics' writer schemas from it before reading (``schema_registry``).
 
     Each record becomes a bronze row of ``contract`` (``lib.schema``): its declared fields
     parsed, or the reason it is malformed.
@@ -184,7 +190,16 @@ def ingest_bronze(
             (not accepted) or while reading (always); nothing was committed.
         EosError: the broker, a topic or the lake root is unusable, or the ranges could not be
             committed after repeated conflicts with concurrent writers.
+        RegistryError: the schema registry did not answer; nothing was committed.
+        ConfigError: a registry stream without ``registry``, or a table written for values of
+            the other format.
     """
+    if contract.registry and registry is None:
+        raise ConfigError(
+            f"the stream's values are {contract.format} framed by a schema registry and no "
+            "registry is set: set EOS_SCHEMA_REGISTRY_URL, or start the local one with "
+            "eos-assets registry up"
+        )
     options = options or IngestOptions()
     outcome = IngestOutcome(run_id=uuid.uuid4().hex)
     clock = time.monotonic()
@@ -196,6 +211,8 @@ def ingest_bronze(
         bounds = partition_bounds(client_config, topics)
         # Kafka first: a wrong broker or topic fails the run before the lake is touched.
         dt = delta_io.ensure_table(table_uri, schema, storage_options)
+        if attempt == 1:
+            _check_format(dt, contract, table_uri)
         apps = {tp: partition_app(*tp) for tp in bounds}
         seen = delta_io.positions(dt, apps.values())
         positions = {tp: seen[a] for tp, a in apps.items()}
@@ -214,9 +231,14 @@ def ingest_bronze(
             outcome.seconds["total"] = time.monotonic() - clock
             return outcome
 
+        schemas = prefetch(registry, topics) if registry and contract.registry and ranges else None
         faults.crash_point(faults.AFTER_PLAN)
         began = time.monotonic()
-        files = _read(spark, ranges, contract, read_config, table_uri, options) if ranges else []
+        files = (
+            _read(spark, ranges, contract, read_config, table_uri, options, schemas)
+            if ranges
+            else []
+        )
         outcome.seconds["read"] = time.monotonic() - began
         faults.crash_point(faults.AFTER_FILES)
 
@@ -275,6 +297,24 @@ def _loss_message(lost: Sequence[OffsetRange], asset: str) -> str:
     )
 
 
+def _check_format(dt: DeltaTable, contract: Contract, table_uri: str) -> None:
+    """Refuse a bronze table written for values of the other format: its ``schema_id`` column
+    says which (delta-rs would take the other schema's files without a word).
+
+    Raises:
+        ConfigError: the table and the declaration disagree.
+    """
+    has_ids = SCHEMA_ID in {f.name for f in dt.schema().fields}
+    if has_ids == contract.registry:
+        return
+    written = "a registry-framed" if has_ids else "a json"
+    raise ConfigError(
+        f"{table_uri} was written for {written} stream and the declaration says format "
+        f"{contract.format}: ingest into a new lake root or under another stream name, or "
+        "declare the format it was written with"
+    )
+
+
 def _read(
     spark: SparkSession,
     ranges: Sequence[OffsetRange],
@@ -282,11 +322,13 @@ def _read(
     config: Mapping[str, str],
     table_uri: str,
     options: IngestOptions,
+    schemas: SchemaBook | None = None,
 ) -> list[WrittenFile]:
     """Read every range in Spark tasks, one piece per task (or here, below
     ``options.read_here_below`` offsets); return the files they wrote."""
     read: dict[str, Any] = {
         "contract": contract,  # a frozen dataclass: it pickles into the tasks as it is
+        "schemas": schemas,  # the writer schemas of a registry stream, fetched once a run
         "config": dict(config),
         "table_uri": table_uri,
         "timeout_s": options.read_timeout_s,

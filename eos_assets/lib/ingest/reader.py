@@ -31,6 +31,7 @@ from eos_assets.lib.ingest.ranges import OffsetRange
 from eos_assets.lib.kafka.kafka_admin import not_authorized
 from eos_assets.lib.kafka.kafka_offsets import leader_of
 from eos_assets.lib.kafka.retry import RETRY_ENV, retry_seconds, transient
+from eos_assets.lib.schema_registry import SchemaBook
 
 # What every range reader needs; librdkafka's own fetch limits (fetch.max.bytes,
 # queued.max.messages.kbytes) bound what one fetch and its prefetch queue hold.
@@ -93,9 +94,10 @@ def fetch_range(
     timeout_s: float,
     driver_pid: int | None = None,
     retry_s: float | None = None,
+    schemas: SchemaBook | None = None,
 ) -> pa.Table:
     """Consume ``[r.start, r.end)`` with read_committed and return it as bronze rows of
-    ``contract``.
+    ``contract`` (with ``schemas``, the writer schemas of a registry-framed stream).
 
     The range is complete when a record at ``end - 1`` arrives, when the consumer's position
     passes ``end`` (it moves past commit and abort markers), or at a partition EOF at or past
@@ -156,7 +158,7 @@ def fetch_range(
                 )
     finally:
         consumer.close()
-    return to_bronze_table(contract, r.topic, r.partition, offsets, stamps, keys, values)
+    return to_bronze_table(contract, r.topic, r.partition, offsets, stamps, keys, values, schemas)
 
 
 class _OffsetsDeleted(Exception):
@@ -252,12 +254,13 @@ def read_range_to_file(
     timeout_s: float,
     driver_pid: int | None = None,
     retry_s: float | None = None,
+    schemas: SchemaBook | None = None,
 ) -> WrittenFile:
     """Read one range of a stream of ``contract`` and write it as one Parquet file inside the
     table folder (not committed)."""
     began = time.monotonic()
     with _cyclic_gc_paused():
-        table = fetch_range(r, contract, config, timeout_s, driver_pid, retry_s)
+        table = fetch_range(r, contract, config, timeout_s, driver_pid, retry_s, schemas)
     name = f"part-{r.partition:05d}-{r.start}-{uuid.uuid4().hex}.snappy.parquet"
     dictionary, statistics = parquet_encodings(contract, table)
     with store_errors.task_errors(table_uri):
