@@ -187,3 +187,40 @@ def test_a_registry_that_is_gone_fails_bronze_in_one_line_and_commits_nothing(
     assert f"the schema registry at {gone} did not answer" in failure(result)
     bronze = DeltaTable(f"{lake}/{'/'.join(parts.stream.raw_events.path)}")
     assert bronze.to_pyarrow_table().num_rows == 0  # created, nothing committed
+
+
+def _readme_example() -> tuple[str, str]:
+    """The YAML declaration and the Python producer of the README's Avro example."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("### Avro values through a schema registry", 1)[1]
+    yaml_text = section.split("<!-- avro-stream -->", 1)[1].split("```", 2)[1]
+    code = section.split("<!-- avro-producer -->", 1)[1].split("```", 2)[1]
+    return yaml_text.removeprefix("yaml\n"), code.removeprefix("python\n")
+
+
+def test_the_readme_avro_example_as_written_serves_its_kpi(
+    load: Loader,
+    kafka_bootstrap: str,
+    make_topic,
+    spark,
+    registry_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    declared, code = _readme_example()
+    topic = make_topic(partitions=1)  # the example's topic, made unique for this test
+    monkeypatch.setenv("EOS_KAFKA_BOOTSTRAP", kafka_bootstrap)
+    exec(compile(code.replace('"payments"', f'"{topic}"'), "README.md", "exec"), {})
+    _, (model,) = load({"payments": declared.replace("[payments]", f"[{topic}]")})
+    warehouse = tmp_path / "serving.duckdb"
+    _, result = run_stream(model, kafka_bootstrap, str(tmp_path / "lake"), warehouse)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        served = con.execute(
+            "SELECT method, payments, total FROM payments.by_method ORDER BY method"
+        ).fetchall()
+    card, transfer = range(0, 100, 2), range(1, 100, 2)
+    assert served == [
+        ("card", 50, sum(10.0 + n for n in card)),
+        ("transfer", 50, sum(10.0 + n for n in transfer)),
+    ]
