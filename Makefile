@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 JARS := .jars
 export DAGSTER_HOME ?= $(CURDIR)/.eos/dagster_home
 
-.PHONY: docs install jars jars-s3 jars-registry java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
+.PHONY: docs install jars jars-s3 java maven demo test test-fast lint ui bench broker-up broker-down preflight spark-archive lock clean chromium postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -37,20 +37,16 @@ maven:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
 
 # Once per install (and again when a pom changes): the jars of each pom and their runtime
-# dependencies, copied into $(JARS)/<name>.
+# dependencies, copied into $(JARS)/<name>; the local schema registry's distribution (159 MB,
+# Java 21+) unpacked into $(JARS)/registry/app.
 jars: $(STAMP) | java maven
-	@$(BIN)/eos-assets jars --dir $(JARS) --peers
+	@$(BIN)/eos-assets jars --dir $(JARS) --peers --registry
 
 # A lake on S3, for the tests: Spark's s3a (hadoop-aws and the AWS SDK bundle, 659 MB: 45 s
 # from an empty Maven cache on a loaded 2-core machine) and S3Proxy, the local S3 server of
 # `eos-assets s3 up` and of the tests (11 s). `make demo` never fetches them.
 jars-s3: $(STAMP) | java maven
 	@$(BIN)/eos-assets jars --dir $(JARS) --peers --s3
-
-# The local schema registry of `eos-assets registry up` and of the tests: Apicurio Registry's
-# distribution (159 MB, Java 21+), unpacked into $(JARS)/registry/app. `make demo` never fetches it.
-jars-registry: $(STAMP) | java maven
-	@$(BIN)/eos-assets jars --dir $(JARS) --registry
 
 preflight: $(STAMP) jars
 	@$(BIN)/python -m eos_assets.preflight
@@ -104,7 +100,7 @@ postgres:
 # a module's tests in one (eos_assets_tests/conftest.py).
 TEST_OUTPUT := .eos/test-output
 TEST_WORKERS ?= 2
-test: spark-archive jars-s3 jars-registry chromium postgres
+test: spark-archive jars-s3 chromium postgres
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 \
 	  --durations-file=$(TEST_OUTPUT)/durations.tsv
 
