@@ -99,8 +99,11 @@ postgres:
 # and of the Spark server in one worker, one after another; the S3 server's tests in one worker;
 # a module's tests in one (eos_assets_tests/conftest.py).
 TEST_OUTPUT := .eos/test-output
+# The sources are byte-compiled first: the suite starts a few hundred Python processes that
+# import them, and with PYTHONDONTWRITEBYTECODE set none of them would write what it compiled.
 TEST_WORKERS ?= 2
 test: spark-archive jars-s3 chromium postgres
+	$(BIN)/python -m compileall -q eos_assets eos_assets_tests
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 \
 	  --durations-file=$(TEST_OUTPUT)/durations.tsv
 

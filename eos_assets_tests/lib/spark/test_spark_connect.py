@@ -2,9 +2,11 @@
 one (aborted records never), a server started without a lake's S3 settings is refused for a
 lake on S3 in one line, a task's error comes back as its one line, a crash mid-read then a
 rerun is exact, a server killed mid-run fails the run in one line within seconds and after
-``spark up`` a rerun is exact, a derived step without its server fails in one line having
-committed nothing, runs share one session of the server (one Python daemon, not one each), and
-``spark down`` stops it."""
+``spark up`` a rerun is exact, runs share one session of the server (one Python daemon, not
+one each), and ``spark down`` stops it.
+
+Derived steps that find the server gone are test_spark_server_faults's: the server killed in
+the KPI step fails every later step in one line, and the rerun after ``spark up`` is exact."""
 
 import json
 import os
@@ -281,60 +283,6 @@ def product_run(state: Path, asset: str, connect: str, **settings: str) -> dict[
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     return outcome_of(done.stdout)
-
-
-def test_a_derived_step_without_its_server_fails_in_one_line_and_commits_nothing(
-    spark_server_state: Path, kafka_bootstrap: str, make_topic: Callable[..., str], lake_root: str
-) -> None:
-    # The session's server, killed here and started again on its port.
-    state = spark_server_state
-    info = spark_server.up(state, "local[2]")
-    topic = make_topic(3)
-    bronze = f"{lake_root}/orders/bronze/raw_events"
-    send_transaction(kafka_bootstrap, topic, batch(300, 3))
-    code, outcome = over_connect(state, kafka_bootstrap, topic, bronze)
-    assert code == 0 and outcome is not None and outcome["records"] == 300
-    silver = Path(lake_root) / "orders" / "silver" / "events"
-    lake = {"EOS_LAKE_ROOT": lake_root}
-
-    os.killpg(info.pid, signal.SIGKILL)  # the JVM and its Python workers
-    while spark_server.server_status(state) is not None:
-        time.sleep(0.1)
-    # EOS_SPARK_CONNECT=local: the run finds no server and says so before any Spark call.
-    run = product_run(state, "orders/silver/events", "local", **lake)
-    assert run is not None and not run["success"]
-    assert [f["description"] for f in run["failures"]] == [
-        "EOS_SPARK_CONNECT=local but no Spark server runs: start it with `eos-assets spark "
-        "up`, or unset EOS_SPARK_CONNECT for an in-process session"
-    ]
-    # The server's own address: the step's first Spark call finds nobody there, and once
-    # the bounded retries are spent the step fails with the one line, no gRPC stack chained.
-    run = product_run(state, "orders/silver/events", info.url, **lake)
-    assert run is not None and not run["success"]
-    assert run["failures"] == [
-        {
-            "step": "orders__silver__events",
-            "description": f"the Spark Connect server at {info.url} stopped answering: run "
-            "`eos-assets spark up` (or check EOS_SPARK_CONNECT) and rerun",
-            "cause": False,
-        }
-    ]
-    # Nothing committed: the step's table is as its first action made it, empty (CREATE
-    # TABLE, no rows and no consumed bronze version).
-    created = delta_io.load(str(silver))
-    assert created.version() == 0 and created.history()[0]["operation"] == "CREATE TABLE"
-    assert delta_io.read_arrow(str(silver)).num_rows == 0
-
-    assert spark_server.up(state, "local[2]").url == info.url
-    run = product_run(state, "orders/silver/events", "local", **lake)
-    assert run == {"success": True, "failures": []}
-    ids = delta_io.read_arrow(str(silver))["event_id"].to_pylist()
-    assert len(ids) == len(set(ids)) == 300
-    version = delta_io.load(str(silver)).version()
-    # Nothing new: nothing committed.
-    run = product_run(state, "orders/silver/events", "local", **lake)
-    assert run == {"success": True, "failures": []}
-    assert delta_io.load(str(silver)).version() == version
 
 
 def daemons(server_pid: int) -> int:
