@@ -57,6 +57,11 @@ ONE_NODE = {
     # Expired transactions (a producer that died inside one) are aborted within seconds of
     # their timeout instead of up to 10 s later (Kafka's default interval).
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    # No no-op record in the metadata log every 500 ms while nothing changes (Kafka's default,
+    # a liveness signal for monitoring): written, replicated and applied by every node, they
+    # cost an idle node 14.6 s of CPU a minute here, 8-10 s without, and an idle 3-node
+    # cluster 35.4 s against 22.2 s.
+    "metadata.max.idle.interval.ms": "0",
 }
 
 
