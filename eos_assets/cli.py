@@ -20,8 +20,9 @@ from pathlib import Path
 from eos_assets.bench.options import add_bench_arguments, bench_options
 from eos_assets.demo_options import DemoOptions
 from eos_assets.devkit import broker, cluster, cluster_security, registry, s3server
-from eos_assets.devkit.producer import PLANNERS, ProduceOptions, produce
+from eos_assets.devkit.producer import FORMATS, PLANNERS, ProduceOptions, produce
 from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.schema_registry import RegistryConfig
 from eos_assets.settings import Settings, read_jars_root
 
 # The demo (Dagster, the asset graph) and Spark's modules take seconds to import: they are
@@ -214,6 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="the broker aborts a transaction left open this long",
     )
     prod.add_argument("--manifest", type=Path, default=None, help="JSON lines, one per record")
+    prod.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json",
+        help="json values, or avro records framed for the schema registry (the same events)",
+    )
+    prod.add_argument(
+        "--registry",
+        default=None,
+        help="the schema registry of --format avro (default: EOS_SCHEMA_REGISTRY_URL, else the "
+        "local one of `eos-assets registry up`)",
+    )
     prod.set_defaults(handler=cmd_produce)
 
     demo = commands.add_parser(
@@ -406,6 +419,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registry(url: str | None, settings: Settings) -> RegistryConfig:
+    """The registry ``--registry`` names, else the one the streams read through."""
+    from eos_assets.resources.kafka import registry_config
+
+    if url:
+        user, password = settings.schema_registry_username, settings.schema_registry_password
+        return RegistryConfig(url, user, password)
+    return registry_config(settings)
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
     """Produce demo events and print a one-line summary."""
     settings = Settings.from_env()
@@ -425,6 +448,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
         start_time=args.start_time,
         transactional_id=args.transactional_id,
         transaction_timeout_ms=args.transaction_timeout_ms,
+        format=args.format,
+        registry=_registry(args.registry, settings) if args.format == "avro" else None,
     )
     options.validate()  # before looking for a broker: a typo should not wait on the network
     manifest = args.manifest

@@ -25,6 +25,7 @@ from eos_assets.devkit.manifest import ManifestWriter, ProduceSummary, read_mani
 from eos_assets.lib.errors import BrokerError, ConfigError
 from eos_assets.lib.kafka.kafka_admin import check_reachable, ensure_topic, not_authorized
 from eos_assets.lib.kafka.retry import error_of, retry_seconds, with_retry
+from eos_assets.lib.schema_registry import RegistryConfig
 
 # The manifest helpers are re-exported: callers of produce() read what it wrote from here too.
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "read_manifest", "summary_path"]
@@ -40,6 +41,7 @@ PLANNERS: dict[str, Planner] = {
     "orders": events.plan_transactions,
     "page_views": page_views.plan_transactions,
 }
+FORMATS = ("json", "avro")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,10 @@ class ProduceOptions:
             run side by side need ids of their own.
         transaction_timeout_ms: how long the broker lets a transaction stay open before it
             aborts it (a producer that died inside one holds readers back that long).
+        format: ``json`` values, or ``avro`` records framed for ``registry``
+            (``avro_values.py``): the same events for the same seed.
+        registry: the schema registry of ``avro``; the stream's schema is registered under
+            ``<topic>-value``.
     """
 
     stream: str = "orders"
@@ -83,6 +89,8 @@ class ProduceOptions:
     start_time: datetime | None = None
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    format: str = "json"
+    registry: RegistryConfig | None = None
 
     def validate(self) -> None:
         """Raise ConfigError, with the offending option, when the options make no sense."""
@@ -106,6 +114,10 @@ class ProduceOptions:
             )
         if self.transaction_timeout_ms < 1000:
             raise ConfigError("transaction_timeout_ms must be at least 1000")
+        if self.format not in FORMATS:
+            raise ConfigError(f"unknown format {self.format!r}: produce {' or '.join(FORMATS)}")
+        if self.format == "avro" and self.registry is None:
+            raise ConfigError("avro values need a schema registry: pass its address")
 
     def identity(self) -> str:
         """The ``transactional.id`` this producer uses."""
@@ -157,6 +169,8 @@ def produce(
     )
     plan_transactions = PLANNERS[options.stream]
     plans = plan_transactions(seed, start, options.count, options.transaction_size, mix)
+    if options.format == "avro":
+        plans = _as_avro(options, plans)
     summary.transactional_id = options.identity()
     config["transaction.timeout.ms"] = str(options.transaction_timeout_ms)
     pacer = _Pacer(options.rate)
@@ -178,6 +192,20 @@ def produce(
             plan = ahead.advance()
         now = time.monotonic()
         return manifest.finish(now - pacer.began, now - (sending_from or now))
+
+
+def _as_avro(
+    options: ProduceOptions, plans: Iterator[TransactionPlan]
+) -> Iterator[TransactionPlan]:
+    """``plans`` with Avro values, the shipped stream's schema registered for the topic."""
+    # Imported here: the declaration brings Dagster, which JSON producers never wait for.
+    from eos_assets import examples
+    from eos_assets.declaration import read_declaration
+    from eos_assets.devkit.avro_values import AvroValues
+
+    assert options.registry is not None  # validate() saw to it
+    model = read_declaration(examples.shipped(options.stream))
+    return AvroValues.registered(model, options.registry, options.topic).transcode(plans)
 
 
 class _NoCollections:

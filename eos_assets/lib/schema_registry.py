@@ -41,8 +41,25 @@ class RegistryConfig:
         Raises:
             RegistryError: the registry did not answer, refused the credentials, or failed.
         """
-        request = urllib.request.Request(f"{self.url.rstrip('/')}{path}")
+        return self._ask("GET", path)
+
+    def register(self, subject: str, schema: str, kind: str = AVRO) -> int:
+        """The id of ``schema`` (its text) under ``subject``, registered if it is new there.
+
+        Raises:
+            RegistryError: the registry did not answer, or refused the schema (one line with
+                its answer: an incompatible version, say).
+        """
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
+        body = {"schema": schema, **({} if kind == AVRO else {"schemaType": kind})}
+        return int(self._ask("POST", path, body)["id"])
+
+    def _ask(self, method: str, path: str, body: object = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url.rstrip('/')}{path}", data, method=method)
         request.add_header("Accept", "application/vnd.schemaregistry.v1+json")
+        if data is not None:
+            request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
         if self.username:
             token = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
@@ -50,13 +67,19 @@ class RegistryConfig:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
                 return json.load(response)
         except urllib.error.HTTPError as failed:
-            if failed.code == 404:
+            if failed.code == 404 and method == "GET":
                 return None
             if failed.code in (401, 403):
                 raise RegistryError(
                     f"the schema registry at {self.url} refused the credentials "
                     f"({failed.code}): check EOS_SCHEMA_REGISTRY_USERNAME and "
                     "EOS_SCHEMA_REGISTRY_PASSWORD"
+                ) from None
+            if method != "GET":
+                answer = failed.read().decode(errors="replace").strip()[:300]
+                raise RegistryError(
+                    f"the schema registry at {self.url} refused {method} {path} "
+                    f"(HTTP {failed.code}): {answer}"
                 ) from None
             raise RegistryError(
                 f"the schema registry at {self.url} failed GET {path} (HTTP {failed.code}): "
