@@ -134,6 +134,7 @@ def test_a_local_spark_server_is_looked_up_when_a_run_needs_it(tmp_path: Path) -
     )
 
 
+@pytest.mark.slow  # the definitions loaded in a process of its own
 def test_the_definitions_load_with_a_local_spark_server_that_is_not_running(
     tmp_path: Path,
 ) -> None:
@@ -164,6 +165,7 @@ def test_alert_policy_and_publisher_lag_come_from_the_settings() -> None:
         read_agg_out_max_behind({"EOS_AGG_OUT_MAX_BEHIND": "-1"})
 
 
+@pytest.mark.slow  # the definitions loaded and a run in a process of its own
 def test_missing_delta_jars_load_the_definitions_and_fail_a_run_with_one_line(
     tmp_path: Path,
 ) -> None:

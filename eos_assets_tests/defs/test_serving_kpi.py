@@ -223,6 +223,7 @@ def _killed_serving_run(lake: LakeResource, warehouse: Path, point: str) -> None
     assert done.returncode == -signal.SIGKILL, f"did not die at {point}: {done.stderr[-2000:]}"
 
 
+@pytest.mark.slow  # a process of its own per point, killed: 7-9 s each
 @pytest.mark.parametrize("point", serving.CRASH_POINTS)
 def test_a_writer_killed_mid_swap_leaves_the_served_version_whole_and_the_next_run_completes_it(
     lake: LakeResource, held: tuple[Path, HeldReader], point: str
