@@ -50,19 +50,26 @@ _RECORD_CODES: dict[str, str] = {
 }
 
 
+def _leaves(model: StreamModel) -> list[tuple[str, list[str], Any]]:
+    """Each field an event carries: its JSON key, its path in the Avro record and its type."""
+    leaves = [
+        (model.event_id.field, model.event_id.field, "string"),
+        (
+            model.event_time.field,
+            model.event_time.field,
+            _TIMES.get(model.event_time.format, "double"),
+        ),
+        *[(name, spec.path or name, _TYPES[spec.type]) for name, spec in model.payload.items()],
+        (SCHEMA_VERSION, SCHEMA_VERSION, "int"),
+    ]
+    return [(key, path.split("."), kind) for key, path, kind in leaves]
+
+
 def schema_of(model: StreamModel) -> dict[str, Any]:
     """The Avro schema of ``model``'s events: its id, time and payload fields at their paths
     (names joined by dots make nested records), each optional."""
     tree: dict[str, Any] = {}
-    leaves = {
-        model.event_id.field: "string",
-        model.event_time.field: _TIMES.get(model.event_time.format, "double"),
-    }
-    for name, spec in model.payload.items():
-        leaves[spec.path or name] = _TYPES[spec.type]
-    leaves[SCHEMA_VERSION] = "int"
-    for path, kind in leaves.items():
-        *parents, leaf = path.split(".")
+    for _, (*parents, leaf), kind in _leaves(model):
         node = tree
         for parent in parents:
             node = node.setdefault(parent, {})
@@ -85,6 +92,7 @@ class AvroValues:
 
     schema: dict[str, Any]
     schema_id: int
+    leaves: tuple[tuple[str, tuple[str, ...], Any], ...]
 
     @classmethod
     def registered(cls, model: StreamModel, registry: RegistryConfig, topic: str) -> "AvroValues":
@@ -94,7 +102,8 @@ class AvroValues:
             RegistryError: the registry did not answer or refused the schema.
         """
         schema = schema_of(model)
-        return cls(schema, registry.register(f"{topic}-value", json.dumps(schema)))
+        schema_id = registry.register(f"{topic}-value", json.dumps(schema))
+        return cls(schema, schema_id, tuple((k, tuple(p), t) for k, p, t in _leaves(model)))
 
     def transcode(self, plans: Iterator[TransactionPlan]) -> Iterator[TransactionPlan]:
         """``plans`` with every value written as Avro (see the module's docstring)."""
@@ -127,23 +136,19 @@ class AvroValues:
 
     def _body(self, parsed: Any, payload: dict[str, Any]) -> bytes:
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, parsed, _fitted(self.schema, payload))
+        fastavro.schemaless_writer(out, parsed, self._fitted(payload))
         return out.getvalue()
 
-
-def _fitted(schema: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` in the shape of the record ``schema``: nested fields gathered from their
-    dotted names, each value that its type cannot hold made null."""
-    fitted = {}
-    for field in schema["fields"]:
-        kind = field["type"][1]
-        name = field["name"]
-        if isinstance(kind, dict) and kind.get("type") == "record":
-            inner = {k.split(".", 1)[1]: v for k, v in payload.items() if k.startswith(name + ".")}
-            fitted[name] = _fitted(kind, {**inner, **(payload.get(name) or {})})
-        else:
-            fitted[name] = _fit(kind, payload.get(name))
-    return fitted
+    def _fitted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` in the shape of the schema: each declared JSON key's value at its path,
+        null where its type cannot hold it."""
+        fitted: dict[str, Any] = {}
+        for key, (*parents, leaf), kind in self.leaves:
+            node = fitted
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = _fit(kind, payload.get(key))
+        return fitted
 
 
 def _fit(kind: Any, value: Any) -> Any:
