@@ -16,6 +16,7 @@ from _pytest.nodeid import NodeId
 
 from eos_assets.devkit import broker
 from eos_assets.settings import Settings
+from eos_assets_tests.support import released
 from eos_assets_tests.support.committed import ReadRecord as ReadRecord
 from eos_assets_tests.support.committed import read_committed_records
 
@@ -70,6 +71,13 @@ SHARED_SERVICES = {
     "s3_server": "s3",
     "schema_registry": "registry",
 }
+# Services a worker stops after the last test of the group that uses them
+# (``support/released.py``): those only one group uses, and the Spark server, which the next test
+# that needs it starts again (``spark_server_state``).
+RELEASED = ("kafka_cluster", "schema_registry", "s3_spark", "_session_spark_server")
+RESTARTED = frozenset({"_session_spark_server"})
+_GROUP = pytest.StashKey[str]()
+_RELEASES = pytest.StashKey[tuple[str, ...]]()
 
 
 def worker_group(item: pytest.Item, fixtures: set[str]) -> str:
@@ -82,6 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test that needs a service (``make test-fast`` runs the others), and name the
     worker group of each (used only when the tests run in parallel workers)."""
     grouped = config.getoption("loadgroup", False)  # True in a worker of ``--dist loadgroup``
+    users: dict[str, set[str]] = {name: set() for name in RELEASED}
     for item in items:
         module = getattr(item, "module", None)
         own = module is not None and module.__name__.rpartition(".")[2] in SERVICE_MODULES
@@ -89,11 +98,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if own or SERVICE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.services)
         group = worker_group(item, fixtures)
+        item.stash[_GROUP] = group
+        for name in RELEASED:
+            if name in fixtures:
+                users[name].add(group)
         if grouped:
             # The scheduler groups the tests whose ids end in the same "@group". pytest-xdist
             # 3.8 writes that suffix where pytest 9 no longer reads the id from: without this,
             # every test was scheduled alone and each worker started every shared service.
             item._id = NodeId.parse(f"{item.nodeid}@{group}")  # pyright: ignore[reportPrivateUsage]
+    for item in items if grouped else ():
+        group = item.stash[_GROUP]
+        item.stash[_RELEASES] = tuple(
+            name
+            for name in RELEASED
+            if group in users[name] and (name in RESTARTED or len(users[name]) == 1)
+        )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test of a worker group, stop the services no later test of this worker
+    needs (a worker runs a group's tests one after another)."""
+    releases = item.stash.get(_RELEASES, ())
+    if releases and (nextitem is None or nextitem.stash.get(_GROUP, "") != item.stash[_GROUP]):
+        for name in releases:
+            released.release(name)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from eos_assets_tests.faults.conftest import bench as bench
 from eos_assets_tests.faults.conftest import ledger as ledger
 from eos_assets_tests.faults.conftest import produced as produced
 from eos_assets_tests.faults.conftest import table as table
+from eos_assets_tests.support import released
 from eos_assets_tests.support.fault_bench import Bench
 from eos_assets_tests.support.s3 import lake_env
 
@@ -40,8 +41,9 @@ def s3_spark(s3_server: s3server.S3Info, tmp_path_factory: pytest.TempPathFactor
         for name, value in s3_server.env(prefix="spark").items():
             patched.setenv(name, value)
         info = spark_server.start_server(tmp_path_factory.mktemp("spark-s3"), "local[2]")
+    stop = released.on_release("s3_spark", lambda: spark_server.stop_server(info))
     yield info.run_url()
-    spark_server.stop_server(info)
+    stop()
 
 
 @pytest.fixture

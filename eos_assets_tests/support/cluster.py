@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from eos_assets.devkit import cluster, cluster_security
 from eos_assets.lib import local_process
+from eos_assets_tests.support import released
 
 T = TypeVar("T")
 
@@ -165,7 +166,8 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveClus
     folder = tmp_path_factory.mktemp("cluster")
     info = cluster.start_cluster(folder, heap=TEST_HEAP, users=passwords)
     live = LiveCluster(info, passwords)
+    stop = released.on_release("kafka_cluster", lambda: cluster.stop_cluster(live.info))
     try:
         yield live
     finally:
-        cluster.stop_cluster(live.info)
+        stop()

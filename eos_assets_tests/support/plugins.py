@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from eos_assets.lib.spark import spark_server as server
 from eos_assets.lib.spark.java import require_java
 from eos_assets.lib.spark.spark_env import spark_config, use_this_python
+from eos_assets_tests.support import released
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +42,7 @@ def spark_server_state(_session_spark_server: Path) -> Path:
     its folder and, when free, its port (``spark_server.up``).
     """
     server.up(_session_spark_server, "local[2]")
+    released.on_release("_session_spark_server", lambda: server.down(_session_spark_server))
     return _session_spark_server
 
 

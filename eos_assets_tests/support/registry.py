@@ -11,16 +11,18 @@ import fastavro
 import pytest
 
 from eos_assets.devkit import registry
+from eos_assets_tests.support import released
 
 
 @pytest.fixture(scope="session")
 def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of the Confluent API of one registry for the whole session."""
     info = registry.start_registry(tmp_path_factory.mktemp("registry"))
+    stop = released.on_release("schema_registry", lambda: registry.stop_registry(info))
     try:
         yield info.url
     finally:
-        registry.stop_registry(info)
+        stop()
 
 
 def register(url: str, subject: str, schema: object, kind: str | None = None) -> int:
