@@ -107,6 +107,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # 3.8 writes that suffix where pytest 9 no longer reads the id from: without this,
             # every test was scheduled alone and each worker started every shared service.
             item._id = NodeId.parse(f"{item.nodeid}@{group}")  # pyright: ignore[reportPrivateUsage]
+    if grouped:
+        items.sort(key=_schedule_rank(items).__getitem__)
     for item in items if grouped else ():
         group = item.stash[_GROUP]
         item.stash[_RELEASES] = tuple(
@@ -114,6 +116,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for name in RELEASED
             if group in users[name] and (name in RESTARTED or len(users[name]) == 1)
         )
+
+
+def _schedule_rank(items: list[pytest.Item]) -> dict[pytest.Item, int]:
+    """The order the workers take the groups in: the shared services' groups first (the longest,
+    and their services stop once done), then the groups with a test marked ``slow``, then the
+    rest in collection order. A long group taken last ran alone while the other worker idled;
+    the scheduler's own order (most tests first) took single slow tests last."""
+    slow = {item.stash[_GROUP] for item in items if item.get_closest_marker("slow")}
+    services = list(SHARED_SERVICES.values())
+
+    def rank(group: str) -> int:
+        return services.index(group) if group in services else len(services) + (group not in slow)
+
+    return {item: rank(item.stash[_GROUP]) for item in items}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Workers of ``--dist loadgroup`` take the groups in the order of ``_schedule_rank``."""
+    if config.getoption("dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(trylast=True)
