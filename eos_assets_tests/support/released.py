@@ -13,7 +13,7 @@ from collections.abc import Callable
 _STOPS: dict[str, Callable[[], None]] = {}
 
 
-def on_release(fixture: str, stop: Callable[[], None]) -> Callable[[], None]:
+def on_release(fixture: str, stop: Callable[[], object]) -> Callable[[], None]:
     """Register ``stop`` as the release of ``fixture``'s service; return a call that runs it at
     most once (for the fixture's teardown at the session's end)."""
     done: list[bool] = []
