@@ -107,9 +107,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # 3.8 writes that suffix where pytest 9 no longer reads the id from: without this,
             # every test was scheduled alone and each worker started every shared service.
             item._id = NodeId.parse(f"{item.nodeid}@{group}")  # pyright: ignore[reportPrivateUsage]
-    if grouped:
-        items.sort(key=_schedule_rank(items).__getitem__)
-    for item in items if grouped else ():
+    if not grouped:
+        return
+    items.sort(key=_schedule_rank(items).__getitem__)
+    for item in items:
         group = item.stash[_GROUP]
         item.stash[_RELEASES] = tuple(
             name
