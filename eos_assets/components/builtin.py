@@ -126,15 +126,15 @@ def definitions(model: StreamModel) -> dg.Definitions:
     those, once, with the automation sensor (``shared.build_shared``).
     """
     parts = build(model)
-    # Everything downstream of bronze follows it (declarative automation); on a continuous
-    # stream, the path to the served KPIs follows its continuous run instead.
-    loop = set(parts.stream.loop_keys) if parts.stream.continuous else set()
-    follow = dg.map_asset_specs(
-        lambda spec: spec.replace_attributes(
-            automation_condition=None if spec.key in loop else automation.FOLLOW_UPSTREAM
-        ),
-        parts.downstream,
-    )
+    # Everything downstream of bronze follows it (declarative automation), but on a continuous
+    # stream: its continuous run carries the path to the served KPIs, and the lag sensor's
+    # rest runs the publishers (``continuous_sensor.rest_request``).
+    follow = parts.downstream
+    if not parts.stream.continuous:
+        follow = dg.map_asset_specs(
+            lambda spec: spec.replace_attributes(automation_condition=automation.FOLLOW_UPSTREAM),
+            parts.downstream,
+        )
     stream_jobs: list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition] = [
         jobs.stream_job(parts.stream)
     ]

@@ -60,7 +60,7 @@ def build_shared(models: Sequence[StreamModel], settings: Settings) -> dg.Defini
             schedules.maintenance_schedule,
             *(schedule for s in streams for schedule in schedules.stream_schedules(s)),
         ],
-        sensors=[sensors.downstream_sensor(streams), *(sensors.lag_sensor(s) for s in streams)],
+        sensors=[*sensors.downstream_sensor(streams), *(sensors.lag_sensor(s) for s in streams)],
     )
     return dg.Definitions.merge(
         spanning, *(stream_runtime(model, settings) for model in models), runtime(settings)

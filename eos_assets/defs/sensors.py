@@ -326,15 +326,19 @@ def _continuous_tick(
     return dg.SensorResult(run_requests=[request], cursor=history.to_json(), asset_events=events)
 
 
-def downstream_sensor(streams: list[Stream]) -> dg.AutomationConditionSensorDefinition:
-    """The automation sensor of every stream's silver, gold, serving and outbound assets."""
-    return dg.AutomationConditionSensorDefinition(
+def downstream_sensor(streams: list[Stream]) -> list[dg.AutomationConditionSensorDefinition]:
+    """The automation sensor of the silver, gold, serving and outbound assets of every stream
+    that is not continuous (none when every stream is: a continuous run and its keeper's rest
+    runs carry theirs)."""
+    followed = [s.raw_events for s in streams if not s.continuous]
+    if not followed:
+        return []
+    sensor = dg.AutomationConditionSensorDefinition(
         "follow_bronze_downstream",
-        target=dg.AssetSelection.assets(*(s.raw_events for s in streams)).downstream(
-            include_self=False
-        ),
+        target=dg.AssetSelection.assets(*followed).downstream(include_self=False),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=30,
         description="Materializes silver and gold after bronze changes, once the blocking "
         "checks upstream passed.",
     )
+    return [sensor]
