@@ -4,14 +4,13 @@ that loops micro-batches along the path to the served KPIs.
 The run polls bronze's positions against Kafka's last stable offsets every ``poll_s``; as soon
 as committed records are pending (no threshold) it runs a batch (``continuous_batch.py``):
 bronze, its blocking check, silver/events, its blocking check, the declared KPI tables and their
-DuckDB serving, each logged as a materialization or check evaluation of its asset; these steps
-run one after the other in the op's thread (on a 2-core machine, a KPI pass overlapping the
-next batch's silver took 3-10 times longer than alone). At most every ``follow_every_s`` a
-follow pass brings the entity state, the windows and the SQL KPI tables up to a proven silver
-version, in a thread of its own beside the batches (``FollowLane``), so no batch waits for it.
-A blocking check that fails, or a step that fails, fails the run with its one line. The run
-ends by itself after ``max_seconds`` or ``max_batches``; the stream's keeper sensor
-(``continuous_sensor.py``) starts the next one.
+DuckDB serving, each logged as a materialization or check evaluation of its asset. At most every
+``follow_every_s`` a follow pass brings the entity state, the windows and the SQL KPI tables up
+to a proven silver version, one step after each batch's KPI tables. The steps run one after the
+other in the op's thread: on a 2-core machine, a KPI pass overlapping the next batch's silver,
+or the follow steps, took 3-10 times longer than alone. A blocking check that fails, or a step that
+fails, fails the run with its one line. The run ends by itself after ``max_seconds`` or
+``max_batches``; the stream's keeper sensor (``continuous_sensor.py``) starts the next one.
 
 The run records its process (``eos/pid``, ``eos/host``), a heartbeat and the time of its last
 batch as run tags: the keeper sensor tells a dead run from a live one by them, and the lag
@@ -27,7 +26,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from eos_assets.defs.continuous_batch import Batches, Event, FollowLane, seconds_line
+from eos_assets.defs.continuous_batch import Batches, Event, Step
 from eos_assets.defs.jobs import STREAM_TAG
 from eos_assets.defs.stream import Stream
 from eos_assets.lib import faults
@@ -66,7 +65,7 @@ class ContinuousConfig(dg.Config):
     max_batches: int = Field(default=2_000, gt=0, description="Or after this many batches.")
     follow_every_s: float = Field(
         default=30.0, ge=0, description="Seconds between two passes of the entity state, the "
-        "windows and the SQL KPIs (a pass runs beside the batches, in a thread of its own).",
+        "windows and the SQL KPIs (a pass holds up the next batch for its seconds).",
     )  # fmt: skip
     checks_every_s: float = Field(
         default=60.0, ge=0, description="Seconds between two evaluations, by the follow steps, "
@@ -104,39 +103,53 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         batches = Batches(context, stream, spark_session(pyspark), kafka, lake, warehouse, options)
         batches.checks_every_s = config.checks_every_s
         done, beat = 0, 0.0
-        # A batch that moved silver owes a follow pass; the passes run in a thread of their
-        # own (``FollowLane``), at most every ``follow_every_s``, so none holds up a batch.
-        lane = FollowLane(batches, config.follow_every_s)
+        # A batch that moved silver owes a follow pass; a pass starts at most every
+        # ``follow_every_s``, and its steps run one a batch (after its KPI tables), or one a
+        # poll while the loop idles, so none holds up a batch for the whole pass.
+        owed, began_pass, steps = False, float("-inf"), list[Step]()
+
+        def follow(took: dict[str, float]) -> Iterator[Event]:
+            nonlocal owed, began_pass
+            if not steps and owed and time.monotonic() - began_pass >= config.follow_every_s:
+                owed, began_pass = False, time.monotonic()
+                steps.extend(batches.follow_steps(batches.proven_silver))
+            if steps:
+                yield from steps.pop(0)(took)
+
         # The first pass brings the path up to bronze even with nothing pending: a run that
         # died after a commit left the tables after it behind.
         catch_up = True
-        try:
-            while done < config.max_batches and time.monotonic() - began < config.max_seconds:
-                yield from lane.drain(context.log.info)
-                if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
-                    beat = time.monotonic()
-                    _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
-                # Once Kafka answered, a broker that goes away (a restart) costs a retry.
-                ingested = batches.ingest(ride_over=not catch_up)
-                took: dict[str, float] = {}
-                if ingested.version is None and not catch_up:
+        while done < config.max_batches and time.monotonic() - began < config.max_seconds:
+            if time.monotonic() - beat >= HEARTBEAT_EVERY_S:
+                beat = time.monotonic()
+                _tag(context, {HEARTBEAT: f"{time.time():.3f}"})
+            # Once Kafka answered, a broker that goes away (a restart) costs a retry.
+            ingested = batches.ingest(ride_over=not catch_up)
+            took: dict[str, float] = {}
+            if ingested.version is None and not catch_up:
+                yield from follow(took)
+                if took:
+                    context.log.info(f"follow step while idle: {_seconds(took)}")
+                else:
                     time.sleep(config.poll_s)
-                    continue
-                catch_up = False
-                yield from batches.front(ingested, took)
-                passed = batches.kpis(batches.proven_silver, took)
-                if passed is not None:
-                    yield from batches.kpi_events(passed)
-                lane.owe()
-                done += 1
-                _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
-                context.log.info(f"batch {done}: {ingested.records} records, {seconds_line(took)}")
-                faults.crash_point(AFTER_BATCH)
-        except BaseException:
-            lane.stop()  # the pass in flight ends (it consumes a proven version)
-            raise
+                continue
+            catch_up = False
+            yield from batches.front(ingested, took)
+            passed = batches.kpis(batches.proven_silver, took)
+            if passed is not None:
+                yield from batches.kpi_events(passed)
+            owed = True
+            yield from follow(took)
+            done += 1
+            _tag(context, {LAST_BATCH: f"{time.time():.3f}", BATCHES: str(done)})
+            context.log.info(f"batch {done}: {ingested.records} records, {_seconds(took)}")
+            faults.crash_point(AFTER_BATCH)
         # The run ends with the follow steps up to its last batch.
-        yield from lane.close(context.log.info)
+        began_pass = float("-inf")
+        while steps or owed:
+            took = {}
+            yield from follow(took)
+            context.log.info(f"follow step at the end: {_seconds(took)}")
         context.log.info(f"{done} batches in {time.monotonic() - began:.0f} s: the run ends here")
         yield dg.Output(done, metadata={"batches": done})
 
@@ -151,6 +164,10 @@ def continuous_job(stream: Stream) -> dg.JobDefinition:
         kpi_batches()
 
     return continuous_kpis
+
+
+def _seconds(took: dict[str, float]) -> str:
+    return "seconds " + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
 
 
 def _tag(context: dg.OpExecutionContext, tags: dict[str, str]) -> None:

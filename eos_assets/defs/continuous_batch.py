@@ -9,8 +9,6 @@ positions with the data, compare-and-set on the snapshot its plan read. The two 
 their asset's commit and before anything reads it; one that fails stops the batch there.
 """
 
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -211,11 +209,12 @@ class Batches:
             yield self._materialized(self.stream.kpis, metadata)
 
     def follow_steps(self, upto: int | None) -> list[Step]:
-        """The follow steps of one pass, run one after the other by the follow lane: the
-        entity state, then the windows with their late events (at the declared size and grace),
-        each brought up to silver version ``upto``; then the SQL KPI tables computed over them
-        and served, and the checks that block nothing when due. Each yields its assets'
-        materializations (none for a table that did not move, but at a run's first pass).
+        """The follow steps of one pass, each run at a batch of its own (a pass of them
+        together held up a batch for 8-16 s): the entity state, then the windows with their
+        late events (at the declared size and grace), each brought up to silver version
+        ``upto``; then the SQL KPI tables computed over them and served, and the checks that
+        block nothing when due. Each yields its assets' materializations (none for a table
+        that did not move, but at a run's first pass).
 
         Raises:
             dg.Failure: a step failed, in one line.
@@ -386,95 +385,3 @@ def _evaluation(
 def _values(metadata: Any) -> dict[str, Any]:
     """A result's metadata as plain values (what the next evaluation starts from)."""
     return {k: getattr(v, "value", v) for k, v in (metadata or {}).items()}
-
-
-class FollowLane:
-    """The follow passes of a continuous run, in a thread of their own.
-
-    A batch that moved silver calls ``owe``; a pass starts at most every ``every_s`` after the
-    last one began and runs ``Batches.follow_steps`` on the silver version proven when it
-    begins. The lane makes no Dagster call: it queues its steps' events and a line of their
-    seconds, which the op's thread yields and logs between batches (``drain``).
-    """
-
-    def __init__(self, batches: Batches, every_s: float) -> None:
-        self._batches, self._every_s = batches, every_s
-        self._out: queue.SimpleQueue[Event | str | BaseException] = queue.SimpleQueue()
-        self._wake = threading.Condition()
-        self._owed = self._closing = self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="follow-lane", daemon=True)
-        self._thread.start()
-
-    def owe(self) -> None:
-        """Silver moved: a pass is owed."""
-        with self._wake:
-            self._owed = True
-            self._wake.notify()
-
-    def drain(self, log: Callable[[str], None]) -> Iterator[Event]:
-        """The events queued so far, in order; their lines go to ``log``.
-
-        Raises:
-            BaseException: what a step raised (the lane stops at the first).
-        """
-        while True:
-            try:
-                item = self._out.get_nowait()
-            except queue.Empty:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, str):
-                log(item)
-            else:
-                yield item
-
-    def close(self, log: Callable[[str], None]) -> Iterator[Event]:
-        """Run the pass owed now (without waiting for ``every_s``), then drain the lane."""
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-        yield from self.drain(log)
-
-    def stop(self) -> None:
-        """Let the step in flight end, start nothing more."""
-        with self._wake:
-            self._stopping = True
-            self._wake.notify()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        began = float("-inf")
-        while True:
-            with self._wake:
-                while not self._stopping and not (
-                    self._owed and (self._closing or time.monotonic() - began >= self._every_s)
-                ):
-                    if self._closing:
-                        return
-                    wait = self._every_s - (time.monotonic() - began)
-                    self._wake.wait(wait if self._owed else None)
-                if self._stopping:
-                    return
-                self._owed = False
-            began = time.monotonic()
-            upto = self._batches.proven_silver
-            try:
-                for step in self._batches.follow_steps(upto):
-                    if self._stopping:
-                        return
-                    took: dict[str, float] = {}
-                    for event in step(took):
-                        self._out.put(event)
-                    if took:
-                        line = f"follow step up to silver version {upto}: {seconds_line(took)}"
-                        self._out.put(line)
-            except BaseException as exc:  # the op's thread raises it at its next drain
-                self._out.put(exc)
-                return
-
-
-def seconds_line(took: dict[str, float]) -> str:
-    """A step's seconds as the run's log shows them."""
-    return "seconds " + ", ".join(f"{k} {v:.2f}" for k, v in took.items())
