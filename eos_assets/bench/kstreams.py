@@ -8,7 +8,6 @@ window is its final count.
 """
 
 import json
-import shutil
 import subprocess
 import time
 import uuid
@@ -20,9 +19,9 @@ from eos_assets.bench.compare import WindowKey
 from eos_assets.bench.peer_latency import read_committed
 from eos_assets.bench.report import Throughput
 from eos_assets.devkit import broker
-from eos_assets.lib.errors import ConfigError, EosError
+from eos_assets.lib.errors import EosError
 from eos_assets.lib.spark import jars
-from eos_assets.lib.spark.java import require_java
+from eos_assets.lib.spark.java import compile_java, require_java
 
 SOURCE = Path(__file__).resolve().parents[2] / "deploy" / "peers" / "WindowCountPeer.java"
 MAIN = "WindowCountPeer"
@@ -71,26 +70,11 @@ def compile_peer(out: Path) -> Path:
     """Compile the peer into ``out``; return the class folder.
 
     Raises:
-        ConfigError: no ``javac`` (a JDK, not only a runtime, is needed) or no jars.
-        EosError: the program did not compile (javac's last line).
+        ConfigError: no jars.
+        JavaMissingError: no ``javac`` (a JDK, not only a runtime, is needed).
+        EosError: the program did not compile (javac's first line).
     """
-    java = Path(require_java("the Kafka Streams peer"))
-    javac = java.with_name("javac")
-    if not javac.exists():
-        found = shutil.which("javac")
-        if found is None:
-            raise ConfigError(
-                "javac is missing: the Kafka Streams peer needs a JDK "
-                "(Debian: apt-get install openjdk-17-jdk-headless)"
-            )
-        javac = Path(found)
-    out.mkdir(parents=True, exist_ok=True)
-    command = [str(javac), "-nowarn", "-cp", jars.classpath("kafka-streams"), "-d", str(out)]
-    done = subprocess.run([*command, str(SOURCE)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        lines = (done.stderr.strip() or "(no output)").splitlines()
-        raise EosError(f"the Kafka Streams peer did not compile: {lines[0]}")
-    return out
+    return compile_java(SOURCE, jars.classpath("kafka-streams"), out, "the Kafka Streams peer")
 
 
 def _command(

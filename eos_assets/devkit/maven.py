@@ -5,8 +5,9 @@ One folder per pom of ``eos_assets/maven/`` (shipped with the package): ``kafka`
 embedded broker and Kafka's tools) and ``delta`` (Delta for Spark) always; ``s3`` (Spark's
 s3a, about 690 MB) and ``s3proxy`` (the local S3 server) for a lake on S3; ``spark-kafka`` and
 ``kafka-streams`` for the bench's peers; ``registry`` (Apicurio Registry's distribution, unpacked
-into ``registry/app``) for the local schema registry. A folder is fetched again only when its pom
-changed.
+into ``registry/app``) for the local schema registry, with ``avro`` (Apache Avro's Java library
+and Kafka's Java client, for the tests' producer that is not ours). A folder is fetched again
+only when its pom changed.
 """
 
 import hashlib
@@ -22,7 +23,7 @@ POMS = Path(__file__).resolve().parents[1] / "maven"
 BASE = ("kafka", "delta")
 S3 = ("s3", "s3proxy")
 PEERS = ("spark-kafka", "kafka-streams")
-REGISTRY = ("registry",)
+REGISTRY = ("registry", "avro")
 # The folder a fetched distribution (a .tar.gz) is unpacked into, inside its pom's folder.
 UNPACKED = "app"
 

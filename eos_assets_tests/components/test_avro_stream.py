@@ -5,10 +5,13 @@ on the real broker, Spark, Delta and DuckDB, and the same tables as the same eve
 The readings stream of ``test_third_stream`` with its id and device in a nested record
 (``meta.id``, ``meta.device``) and its time an Avro ``timestamp-micros`` read as the declared
 ``epoch_seconds``. Version 2 adds an optional field with a default (it keeps flowing); version 3
-drops the required ``celsius`` (its records are malformed, never null and valid).
+drops the required ``celsius`` (its records are malformed, never null and valid). A quarter of
+the valid records come from a producer that is not ours: Apache Avro's Java writer and Kafka's
+Java producer (``deploy/peers/AvroFramedProducer.java``).
 """
 
 import copy
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +25,7 @@ from deltalake import DeltaTable
 from eos_assets.lib.ports import free_port
 from eos_assets_tests.components.test_third_stream import START, declaration, readings
 from eos_assets_tests.support.declared import Loader, produce_json, run_stream
-from eos_assets_tests.support.registry import framed, register
+from eos_assets_tests.support.registry import framed, java_framed, register
 
 META = {"type": "record", "name": "Meta", "fields": [
     {"name": "id", "type": "string"}, {"name": "device", "type": "string"},
@@ -59,6 +62,18 @@ def record(event: dict[str, Any]) -> dict[str, Any]:
         "celsius": event["celsius"],
         "ok": event["ok"],
     }
+
+
+def avro_json(event: dict[str, Any]) -> str:
+    """``record(event)`` in Avro's JSON encoding of ``V1`` (a union's value named by its
+    branch), as the Java producer reads it."""
+    micros = round(event["at"] * 1_000_000)
+    return json.dumps({
+        "meta": {"id": event["reading_id"], "device": event["device"]},
+        "at": micros,
+        "celsius": event["celsius"],
+        "ok": {"boolean": event["ok"]},
+    })  # fmt: skip
 
 
 def tables(lake_root: str, parts: Any) -> dict[str, list[dict[str, Any]]]:
@@ -114,6 +129,14 @@ def test_an_avro_stream_gives_the_tables_of_its_json_twin_and_keeps_every_bad_re
         for i, v in enumerate(json_valid)
     ]
     values[7] = framed(V1, record(json_valid[7]), foreign)  # an id outside the subject: fetched
+    # Every fourth is written by Apache Avro's Java writer and Kafka's Java producer instead.
+    java = [i for i in range(len(json_valid)) if i % 4 == 1]
+    sent_by_java = java_framed(
+        kafka_bootstrap, avro_topic, V1, ids[0], [avro_json(json_valid[i]) for i in java],
+        tmp_path / "java",
+    )  # fmt: skip
+    assert sent_by_java == len(java)
+    values = [v for i, v in enumerate(values) if i not in java]
     at = datetime.fromtimestamp(START, UTC) + timedelta(minutes=1)
     bad = {
         "invalid_celsius: celsius is missing or null": framed(
@@ -140,7 +163,10 @@ def test_an_avro_stream_gives_the_tables_of_its_json_twin_and_keeps_every_bad_re
 
     bronze_uri = f"{avro_lake}/{'/'.join(parts.stream.raw_events.path)}"
     bronze = DeltaTable(bronze_uri).to_pyarrow_table().to_pylist()
-    assert len(bronze) == len(values)
+    assert len(bronze) == len(values) + len(java)
+    # Avro's binary encoding is canonical: the Java writer's bytes are fastavro's.
+    raw = {r["value"] for r in bronze}
+    assert {framed(V1, record(json_valid[i]), ids[0]) for i in java} <= raw
     errors = sorted(r["error"] for r in bronze if r["error"] is not None)
     assert errors == sorted(bad), errors
     assert {r["schema_id"] for r in bronze if r["error"] is None} == {*ids[:2], foreign}

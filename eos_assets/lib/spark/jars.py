@@ -17,6 +17,7 @@ _OPTION = {
     "spark-kafka": " --peers",
     "kafka-streams": " --peers",
     "registry": " --registry",
+    "avro": " --registry",
 }
 
 

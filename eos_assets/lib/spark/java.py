@@ -7,7 +7,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from eos_assets.lib.errors import JavaMissingError
+from eos_assets.lib.errors import EosError, JavaMissingError
 
 MIN_VERSION = 17
 # Where Debian and the JDK packages of Adoptium install their runtimes, one folder each.
@@ -89,3 +89,31 @@ def require_newer_java(user: str, minimum: int) -> str:
         f"{user} needs Java {minimum} or newer; found {seen} and none newer under {JVM_ROOT}: "
         "install one and set JAVA_HOME"
     )
+
+
+def compile_java(source: Path, classpath: str, out: Path, user: str) -> Path:
+    """Compile the Java program ``source`` against ``classpath`` into ``out``; return ``out``.
+
+    Args:
+        user: the program, named in the errors (``the Kafka Streams peer``).
+
+    Raises:
+        JavaMissingError: no ``javac`` (a JDK, not only a runtime, is needed).
+        EosError: the program did not compile (javac's first line).
+    """
+    javac = Path(require_java(user)).with_name("javac")
+    if not javac.exists():
+        found = shutil.which("javac")
+        if found is None:
+            raise JavaMissingError(
+                f"javac is missing: {user} needs a JDK "
+                "(Debian: apt-get install openjdk-17-jdk-headless)"
+            )
+        javac = Path(found)
+    out.mkdir(parents=True, exist_ok=True)
+    command = [str(javac), "-nowarn", "-cp", classpath, "-d", str(out), str(source)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or "(no output)").splitlines()
+        raise EosError(f"{user} did not compile: {lines[0]}")
+    return out
