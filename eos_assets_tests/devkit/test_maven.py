@@ -14,7 +14,8 @@ from eos_assets.settings import read_jars_root
 def test_optional_jars_only_when_asked_and_every_pom_ships_with_the_package() -> None:
     assert maven.wanted(s3=False, peers=False) == ["kafka", "delta"]
     assert set(maven.wanted(s3=True, peers=False)) == {"kafka", "delta", "s3", "s3proxy"}
-    assert maven.wanted(s3=False, peers=False, registry=True) == ["kafka", "delta", "registry", "avro"]
+    with_registry = ["kafka", "delta", "registry", "avro"]
+    assert maven.wanted(s3=False, peers=False, registry=True) == with_registry
     for name in maven.wanted(s3=True, peers=True, registry=True):
         assert (maven.POMS / name / "pom.xml").is_file(), name
 
