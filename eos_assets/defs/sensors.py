@@ -328,8 +328,8 @@ def _continuous_tick(
 
 def downstream_sensor(streams: list[Stream]) -> list[dg.AutomationConditionSensorDefinition]:
     """The automation sensor of the silver, gold, serving and outbound assets of every stream
-    that is not continuous (none when every stream is: a continuous run and its keeper's rest
-    runs carry theirs)."""
+    that is not continuous (none when every stream is: a continuous run and the lag sensor's
+    rest runs carry theirs)."""
     followed = [s.raw_events for s in streams if not s.continuous]
     if not followed:
         return []
